@@ -1,0 +1,1 @@
+"""lenscope: see what a JAX model learns, with analyses that share the trainer's lifecycle."""

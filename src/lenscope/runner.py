@@ -1,0 +1,34 @@
+"""The one job entry point: construct -> setup -> run -> cleanup, with cleanup guaranteed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .registry import resolve
+from .store import Node, Store
+
+
+def build_job(job: str | type, sources: Sequence[Any] = (), *, base: Node | str | None = None,
+              store: Store | str | os.PathLike | None = None) -> Any:
+    """Construct a job from a name/class and config sources (YAML paths, `key=value` strings, dicts)."""
+    cls = resolve(job)
+    return cls(list(sources), base=base, store=store)
+
+
+def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | str | None = None,
+            branch: bool = False, store: Store | str | os.PathLike | None = None) -> Node:
+    """Run a job to completion and return its final node; the node is marked failed on error."""
+    instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
+    try:
+        instance.setup(resume=not branch)
+        instance.run()
+    except BaseException as err:
+        instance.finish(err)
+        raise
+    else:
+        instance.finish()
+    finally:
+        instance.cleanup()
+    return instance.node

@@ -1,0 +1,32 @@
+"""The configuration every trainer has (DESIGN T6); job configs inherit from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..config import field
+
+
+@dataclass
+class TrainerConfig:
+    """Standard paths: seed, steps, batch size, analysis switch, learning rate, cadences, results, store."""
+
+    seed: int = field("training/seed", default=0, help="PRNG seed for initialization, data order and step keys")
+    steps: int = field("training/steps", default=1000, help="total optimizer steps of the run")
+    batch_size: int = field("training/batch_size", default=256, help="global batch size; 0 means the whole split")
+    analyze: bool = field("training/analyze", default=True, help="run the declared tandem analyses at validation cadence")
+    analyze_strict: bool = field(
+        "training/analyze_strict", default=False, help="a failing tandem analysis stops training instead of being recorded"
+    )
+    lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
+    warmup_steps: int = field("optimization/warmup_steps", default=0, help="linear warmup steps before the peak rate")
+    weight_decay: float = field("optimization/weight_decay", default=0.0, help="decoupled (AdamW) weight decay")
+    b1: float = field("optimization/b1", default=0.9, help="Adam first-moment decay")
+    b2: float = field("optimization/b2", default=0.999, help="Adam second-moment decay")
+    report_interval: int = field("logging/report_interval", default=50, help="record training values every N steps")
+    validation_interval: int = field("logging/validation_interval", default=500, help="validate (and run tandem analyses) every N steps")
+    checkpoint_interval: int = field("logging/checkpoint_interval", default=1000, help="checkpoint every N steps (and at the end)")
+    eval_batches: int = field("logging/eval_batches", default=0, help="batches per validation/test pass; 0 means the whole split")
+    results: str = field("logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>")
+    store_url: Optional[str] = field("store/url", default=None, help="store URL or folder; default $LENSCOPE_STORE, else ./runs")

@@ -1,0 +1,85 @@
+"""The job's live node: cheap in-memory ticks, written to the store only when something attaches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..store import Node, Store
+
+
+class Lineage:
+    """Owns the current node of one job; only the writer process touches the store.
+
+    `tick()` is in memory; `flush()` writes every node ticked since the last write in
+    one transaction, so each seq exists with its parent edge, without a write per step.
+    """
+
+    def __init__(self, store: Store, node: Node, *, writer: bool, stored: bool, owner: bool = True) -> None:
+        self.store = store
+        self.node = node
+        self.writer = writer
+        self.owner = owner
+        self._stored = node if stored else None
+
+    @classmethod
+    def start(cls, store: Store, name: str, parents: tuple = (), config: dict | None = None,
+              *, writer: bool = True, nonce: str | None = None) -> "Lineage":
+        """A new lineage at seq 0 (with `parents` when branching); non-writers adopt `nonce`."""
+        if writer:
+            node = store.new_node(name, parents=parents, config=config)
+            return cls(store, node, writer=True, stored=True)
+        return cls(store, Node(Node.clean_name(name), nonce, 0), writer=False, stored=True)
+
+    @classmethod
+    def resume(cls, store: Store, base: Node, config: dict | None = None, *, writer: bool = True) -> "Lineage":
+        """Continue the lineage of `base`, attaching to that exact node."""
+        if writer:
+            store.set_status(base, "running")
+            if config is not None:
+                store.set_config(base, config)
+        return cls(store, base, writer=writer, stored=True)
+
+    @classmethod
+    def attach(cls, store: Store, node: Node, *, writer: bool = True) -> "Lineage":
+        """Attach to an existing node without owning it: no ticks, no status changes (analysis on a base)."""
+        return cls(store, node, writer=writer, stored=True, owner=False)
+
+    def tick(self) -> Node:
+        """Advance to the successor node (seq + 1) in memory."""
+        if not self.owner:
+            raise RuntimeError(f"node {self.node} is attached, not owned: only its owner ticks it")
+        self.node = self.node.successor()
+        return self.node
+
+    def flush(self) -> Node:
+        """Make sure the current node and every node before it exist in the store."""
+        if self.writer and self._stored != self.node:
+            self.store.tick(self._stored, count=self.node.seq - self._stored.seq)
+            self._stored = self.node
+        return self.node
+
+    def record(self, values: Mapping[str, Any]) -> None:
+        """Record scalar values on the current node."""
+        if self.writer and values:
+            self.store.record(self.flush(), values)
+
+    def put_artifact(self, name: str, filename: str, content: bytes) -> None:
+        """Attach a file's exact bytes to the current node."""
+        if self.writer:
+            self.store.put_artifact(self.flush(), name, filename, content)
+
+    def checkpoint_dir(self) -> Path:
+        """Where the current node's checkpoint goes."""
+        return self.store.checkpoint_dir(self.node)
+
+    def mark_checkpoint(self, node: Node, path: Path, step: int) -> None:
+        """Mark a committed checkpoint on `node` (called from the checkpoint thread)."""
+        if self.writer:
+            self.store.mark_checkpoint(node, path, step=step)
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        """Mark the current node done or failed (only a node this job owns)."""
+        if self.writer and self.owner:
+            self.store.set_status(self.flush(), status, error=error)

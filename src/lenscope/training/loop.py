@@ -1,0 +1,155 @@
+"""The training, validation and test loops of BaseTrainer (T3), as a mixin over its state and lineage."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .metrics import MetricLog, table
+from .placement import place_batch, to_host
+from .progress import Progress
+from .state import TrainState
+
+
+class TrainingLoop:
+    """run(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
+
+    def _init_loop(self) -> None:
+        self._metric_log = MetricLog()
+        self._train_step = jax.jit(self.train_step, donate_argnums=0)
+        self._eval_step = jax.jit(self.eval_step)
+
+    # -- hooks ---------------------------------------------------------------------
+    def on_train_start(self) -> None:
+        """Called once before the first training step."""
+
+    def on_train_end(self) -> None:
+        """Called once after the last training step."""
+
+    def on_validation_end(self, metrics: Mapping[str, float]) -> None:
+        """Called after each validation pass with its metrics."""
+
+    def on_test_epoch_end(self, metrics: Mapping[str, float]) -> None:
+        """Called after the test pass with the accumulated metrics."""
+
+    # -- pure functions --------------------------------------------------------------
+    def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
+        """Scalar loss and auxiliary metrics of one batch; override for the task."""
+        raise NotImplementedError(f"{type(self).__name__} must define loss()")
+
+    def step_key(self, state: TrainState) -> jax.Array:
+        """The PRNG key of the state's current step (a pure function of seed and step)."""
+        return jax.random.fold_in(state.key, state.step)
+
+    def train_step(self, state: TrainState, batch: Mapping[str, jax.Array]) -> tuple[TrainState, dict]:
+        """One optimizer step; pure, jitted with the state donated."""
+        grad_fn = jax.value_and_grad(self.loss, has_aux=True)
+        (loss, aux), grads = grad_fn(state.params, batch, self.step_key(state))
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {**aux, "loss": loss, "grad_norm": optax.global_norm(grads), "lr": self.schedule(state.step)}
+        return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+    def eval_step(self, params: Any, batch: Mapping[str, jax.Array]) -> dict:
+        """Loss and auxiliary metrics of one batch without gradients."""
+        loss, aux = self.loss(params, batch, jax.random.PRNGKey(0))
+        return {**aux, "loss": loss}
+
+    # -- batches -------------------------------------------------------------------
+    def batch(self, split: str, index: int = 0) -> dict[str, jax.Array]:
+        """Batch `index` of `split`, prepared and placed outside any trace, deterministic per node (T5)."""
+        return place_batch(self.data.host_batch(split, index))
+
+    def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
+        """The pure forward pass analyses capture from: the model applied to the batch inputs."""
+        return self.model.apply({"params": state.params}, *self.model_inputs(batch))
+
+    # -- loops ---------------------------------------------------------------------
+    def run(self) -> None:
+        """Train to `training/steps`: step, report, validate, checkpoint, tick."""
+        self.setup()
+        args, start = self.args, int(self.state.step)
+        progress = Progress(args.steps, initial=start, desc=self.name)
+        self.on_train_start()
+        totals, count, t0 = None, 0, time.perf_counter()
+        try:
+            for step in range(start + 1, args.steps + 1):
+                self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
+                self.tick()
+                totals = metrics if totals is None else jax.tree_util.tree_map(jnp.add, totals, metrics)
+                count += 1
+                progress.update()
+                if step % args.report_interval == 0 or step == args.steps:
+                    values = {f"train/{k}": float(v) / count for k, v in to_host(totals).items()}
+                    values["train/steps_per_s"] = count / (time.perf_counter() - t0)
+                    values["train/step"] = step
+                    self.lineage.record(values)
+                    progress.show({"loss": values["train/loss"]})
+                    totals, count, t0 = None, 0, time.perf_counter()
+                if step % args.validation_interval == 0:
+                    values = self.validate()
+                    progress.show({"val_loss": values["val/loss"], "val_acc": values.get("val/accuracy", np.nan)})
+                if step % args.checkpoint_interval == 0 or step == args.steps:
+                    self.save_checkpoint()
+        finally:
+            progress.close()
+        self.on_train_end()
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Mean metrics over the configured number of batches of `split`."""
+        batches = self.data.num_batches(split)
+        if self.args.eval_batches > 0:
+            batches = min(batches, self.args.eval_batches)
+        metrics = MetricLog()
+        for index in range(batches):
+            metrics.add_all(to_host(self._eval_step(self.state.params, self.batch(split, index))))
+        return metrics.means()
+
+    def validate(self) -> dict[str, float]:
+        """Validation loss/metrics recorded on the current node, then tandem analyses."""
+        values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
+        self.lineage.record(values)
+        self.on_validation_end(values)
+        self.run_tandem()
+        return values
+
+    def save_checkpoint(self) -> None:
+        """Write the state asynchronously to the current node's checkpoint folder."""
+        node = self.lineage.flush()
+        step = int(self.state.step)
+        self._checkpoints.save(self.store.checkpoint_dir(node), self.state, step,
+                               lambda path, s: self.lineage.mark_checkpoint(node, path, s))
+
+    def test(self, split: str = "test") -> dict[str, float]:
+        """Evaluate `split` through `test_step`, print the accumulated metrics and record them."""
+        self.setup()
+        self._metric_log.reset()
+        batches = self.data.num_batches(split)
+        if self.args.eval_batches > 0:
+            batches = min(batches, self.args.eval_batches)
+        for index in range(batches):
+            self.test_step(self.batch(split, index), index)
+        means = self._metric_log.means()
+        if self.is_writer:
+            print(table(f"{split} ({self.node})", means), flush=True)
+        self.lineage.record({f"{split}/{k}": v for k, v in means.items()})
+        self.on_test_epoch_end(means)
+        return means
+
+    def test_step(self, batch: Mapping[str, jax.Array], index: int) -> None:
+        """Default test step: log the eval metrics of the batch."""
+        self.log_dict(to_host(self._eval_step(self.state.params, batch)))
+
+    def log(self, name: str, value: Any) -> None:
+        """Accumulate a metric for the current epoch (mean over calls)."""
+        self._metric_log.add(name, value)
+
+    def log_dict(self, values: Mapping[str, Any]) -> None:
+        """Accumulate several metrics for the current epoch."""
+        self._metric_log.add_all(values)

@@ -1,0 +1,44 @@
+"""Progress display: a tqdm bar on a terminal, sparse plain lines otherwise (CI logs stay readable)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+
+from tqdm.auto import tqdm
+
+
+class Progress:
+    """Steps, loss, steps/s and ETA for a loop of known length."""
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "train", stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.total, self.done, self.desc = total, initial, desc
+        self._t0, self._start = time.perf_counter(), initial
+        self._bar = tqdm(total=total, initial=initial, desc=desc, file=self.stream, dynamic_ncols=True,
+                         unit="step") if self.tty else None
+
+    def update(self, n: int = 1) -> None:
+        """Advance by `n` steps."""
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def show(self, values: Mapping[str, float]) -> None:
+        """Show the latest values: in the bar, or as one line when not on a terminal."""
+        text = {k: f"{v:.4g}" for k, v in values.items()}
+        if self._bar is not None:
+            self._bar.set_postfix(text, refresh=False)
+            return
+        elapsed = time.perf_counter() - self._t0
+        rate = (self.done - self._start) / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        parts = " ".join(f"{k}={v}" for k, v in text.items())
+        print(f"{self.desc} {self.done}/{self.total} {parts} {rate:.1f} step/s eta {eta:.0f}s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Close the bar."""
+        if self._bar is not None:
+            self._bar.close()

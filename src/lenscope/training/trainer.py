@@ -1,0 +1,250 @@
+"""BaseTrainer: configuration, construction without state, setup (new, branch, resume), cleanup."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import flax.linen as nn
+import jax
+import numpy as np
+import optax
+
+from ..config import hydrate, schema, to_dict
+from ..errors import UsageError
+from ..registry import job_name
+from ..store import Node, Store
+from .checkpoint import CheckpointWriter, partial_restore, read_checkpoint
+from .config import TrainerConfig
+from .data import ArrayData
+from .lineage import Lineage
+from .placement import place_state
+from .loop import TrainingLoop
+from .state import TrainState
+from .tandem import Tandem, check_analyses
+
+C = TypeVar("C")
+M = TypeVar("M", bound=nn.Module)
+log = logging.getLogger("lenscope.trainer")
+
+
+def open_store(store: Store | str | os.PathLike | None, configured: str | None) -> Store:
+    """The store to use: an open one, a URL or folder, the configured one, or the default."""
+    if isinstance(store, Store):
+        return store
+    return Store(store if store is not None else configured)
+
+
+class BaseTrainer(TrainingLoop, Generic[C, M]):
+    """A training job: subclasses define the model, data and loss; `run()` trains."""
+
+    CONFIG: ClassVar[type] = TrainerConfig
+    ANALYSIS: ClassVar[Sequence[type]] = ()
+
+    def __init__(self, config: Any = None, *, base: Node | str | None = None,
+                 store: Store | str | os.PathLike | None = None) -> None:
+        """Hydrate the config, open the store and build model, optimizer and data; no state yet (T1)."""
+        self._borrowed = False
+        self.store = self._open_store(store, config)
+        self.base = self.store.get(base).node if base is not None else None
+        saved = self.store.config(self.base) if self.base is not None else None
+        self.args: C = self._hydrate(config, saved)
+        self.model: M = self.build_model()
+        self.schedule = self.build_schedule()
+        self.optimizer = self.build_optimizer()
+        self.data = self.build_data()
+        self.state: TrainState | None = None
+        self.lineage: Lineage | None = None
+        self._checkpoints: CheckpointWriter | None = None
+        self.restored_missing: list[str] = []
+        check_analyses(type(self), self.ANALYSIS)
+        self._tandem = Tandem(self, self.ANALYSIS)
+        self._init_loop()
+
+    # -- construction --------------------------------------------------------------
+    def _open_store(self, store: Any, config: Any) -> Store:
+        configured = None
+        if isinstance(config, self.CONFIG):
+            configured = getattr(config, "store_url", None)
+        return open_store(store, configured)
+
+    def _hydrate(self, config: Any, saved: Mapping | None) -> C:
+        if isinstance(config, self.CONFIG):
+            return config
+        known = set(schema(self.CONFIG).paths())
+        sources: list[Any] = []
+        if saved:
+            sources.append(_only_known(saved, known))
+        if config is None:
+            pass
+        elif isinstance(config, (Mapping, str, Path)):
+            sources.append(config)
+        elif isinstance(config, Sequence):
+            sources.extend(config)
+        else:
+            raise UsageError(f"config must be a {self.CONFIG.__name__}, a dict, a YAML path or a list of sources, "
+                             f"got {type(config).__name__}")
+        return hydrate(self.CONFIG, *sources)
+
+    def build_model(self) -> M:
+        """The Flax linen model definition (no parameters)."""
+        raise NotImplementedError(f"{type(self).__name__} must define build_model()")
+
+    def build_schedule(self) -> optax.Schedule:
+        """Learning-rate schedule: linear warmup to `optimization/lr`, then constant."""
+        args = self.args
+        if args.warmup_steps > 0:
+            return optax.linear_schedule(0.0, args.lr, args.warmup_steps)
+        return optax.constant_schedule(args.lr)
+
+    def build_optimizer(self) -> optax.GradientTransformation:
+        """AdamW on the schedule with the configured betas and weight decay."""
+        args = self.args
+        return optax.adamw(self.schedule, b1=args.b1, b2=args.b2, weight_decay=args.weight_decay)
+
+    def build_data(self) -> ArrayData:
+        """The data splits; override to provide them."""
+        raise NotImplementedError(f"{type(self).__name__} must define build_data()")
+
+    # -- identity ------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The node name of this job."""
+        return Node.clean_name(job_name(type(self)))
+
+    @property
+    def node(self) -> Node:
+        """The job's current node (after setup)."""
+        if self.lineage is None:
+            raise RuntimeError(f"{type(self).__name__} has no node before setup()")
+        return self.lineage.node
+
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process writes files and store records (process 0 only)."""
+        return jax.process_index() == 0
+
+    def results_dir(self, node: Node | None = None) -> Path:
+        """The results folder of a node: <logging/results>/<name>/<nonce>/<seq>."""
+        node = node or self.node
+        return Path(self.args.results) / node.name / node.nonce / str(node.seq)
+
+    # -- state ---------------------------------------------------------------------
+    def model_inputs(self, batch: Mapping[str, Any]) -> tuple:
+        """Positional model inputs taken from a batch."""
+        return (batch["inputs"],)
+
+    def init_params(self, key: jax.Array) -> Any:
+        """Freshly initialized parameters."""
+        sample = self.batch("train", 0)
+        return self.model.init(key, *self.model_inputs(sample))["params"]
+
+    def init_state(self, key: jax.Array) -> TrainState:
+        """A freshly initialized training state."""
+        init_key, state_key = jax.random.split(key)
+        params = self.init_params(init_key)
+        return TrainState.create(params, self.optimizer.init(params), state_key)
+
+    def surgery(self, state: TrainState, saved: Any) -> TrainState:
+        """Map a restored checkpoint tree onto the initialized state (default: partial restore, T2)."""
+        restored, missing = partial_restore(state, saved)
+        self.restored_missing = missing
+        if missing:
+            log.warning("checkpoint lacks %d leaves, kept initialized: %s", len(missing), ", ".join(missing))
+        return restored
+
+    def setup(self, resume: bool = False) -> None:
+        """Choose the node (new, branch or resume `base`) and initialize or restore state; idempotent."""
+        if self.state is not None:
+            return
+        state = self.init_state(jax.random.PRNGKey(self.args.seed))
+        if self.base is not None:
+            path = self.store.checkpoint(self.base)
+            if path is None:
+                raise UsageError(f"node {self.base} has no checkpoint to restore; "
+                                 f"nodes with checkpoints: `lenscope ls --checkpoint`")
+            state = self.surgery(state, read_checkpoint(path))
+            if not resume:
+                state = state.replace(step=np.zeros_like(state.step))
+        self.state = place_state(state)
+        self.lineage = self._make_lineage(resume)
+        self._checkpoints = CheckpointWriter()
+
+    def _make_lineage(self, resume: bool) -> Lineage:
+        config = to_dict(self.args)
+        if self.base is not None and resume:
+            return Lineage.resume(self.store, self.base, writer=self.is_writer)
+        parents = (self.base,) if self.base is not None else ()
+        nonce = None
+        if not self.is_writer or jax.process_count() > 1:
+            nonce = _shared_nonce(self.store, self.name, parents, config, self.is_writer)
+            if self.is_writer:
+                return Lineage(self.store, Node(self.name, nonce, 0), writer=True, stored=True)
+        return Lineage.start(self.store, self.name, parents, config, writer=self.is_writer, nonce=nonce)
+
+    def run_tandem(self) -> None:
+        """Run the declared tandem analyses on the current state and node, if `training/analyze`."""
+        if self.args.analyze and self.ANALYSIS:
+            self._tandem.run(strict=self.args.analyze_strict)
+
+    # -- notebook Debugger (A10) ---------------------------------------------------
+    def _debug_args(self, batch: Mapping[str, Any] | None) -> tuple:
+        state = self.state if self.state is not None else place_state(self.init_state(jax.random.PRNGKey(self.args.seed)))
+        batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch
+        return (state, batch, jax.random.PRNGKey(self.args.seed))
+
+    def find(self, target: type | tuple[type, ...] = nn.Module, batch: Mapping[str, Any] | None = None) -> list[str]:
+        """Paths of `target` module calls in the forward, in call order (root is "")."""
+        from ..analysis.debug import find
+
+        return find(self.trace, self._debug_args(batch), target)
+
+    def debug(self, path: str, batch: Mapping[str, Any] | None = None):
+        """`with trainer.debug(path) as (layer, inputs)`: eager, stops at the first call of `path`; state untouched."""
+        from ..analysis.debug import debug
+
+        return debug(self.trace, self._debug_args(batch), path)
+
+    # -- lifecycle -----------------------------------------------------------------
+    def tick(self) -> Node:
+        """Advance the job's node to its successor (S2); only the owner of a node ticks it."""
+        return self.lineage.tick()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Mark the job's node done, or failed with the error, keeping what was written."""
+        if self.lineage is not None:
+            self.lineage.finish("failed" if error else "done", error=repr(error) if error else None)
+
+    def cleanup(self) -> None:
+        """Wait for checkpoint writes and release what the job owns (T4)."""
+        if self._checkpoints is not None:
+            checkpoints, self._checkpoints = self._checkpoints, None
+            checkpoints.close()
+
+
+def _only_known(saved: Mapping, known: set[str], prefix: str = "") -> dict:
+    """The part of a saved nested config whose paths this schema knows."""
+    out: dict = {}
+    for key, value in saved.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and not any(p == path for p in known):
+            sub = _only_known(value, known, path + "/")
+            if sub:
+                out[key] = sub
+        elif path in known:
+            out[key] = value
+    return out
+
+
+def _shared_nonce(store: Store, name: str, parents: tuple, config: dict, writer: bool) -> str:
+    """Process 0 creates the node; every process adopts its nonce."""
+    from jax.experimental import multihost_utils
+
+    value = 0
+    if writer:
+        value = int(store.new_node(name, parents=parents, config=config).nonce, 16)
+    value = int(multihost_utils.broadcast_one_to_all(np.int64(value)))
+    return f"{value:06x}"

@@ -1,0 +1,36 @@
+"""Shared fixtures: a tiny grokking configuration and a fresh store per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+
+TINY = [
+    "data/p=23", "data/train_fraction=0.5", "model/d_model=32", "model/n_heads=2", "model/d_head=8",
+    "model/d_mlp=64", "training/steps=40", "training/batch_size=0", "optimization/lr=3e-3",
+    "optimization/warmup_steps=0", "logging/report_interval=10", "logging/validation_interval=20",
+    "logging/checkpoint_interval=20",
+]
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> list[str]:
+    """Overrides for a grokking run that trains in seconds, with results under tmp_path."""
+    return TINY + [f"logging/results={tmp_path / 'results'}"]
+
+
+@pytest.fixture
+def store_root(tmp_path: Path) -> Path:
+    """A fresh store folder."""
+    return tmp_path / "runs"
+
+
+def lenscope_cmd(*args: str) -> list[str]:
+    """The `lenscope` command run by this interpreter."""
+    return [sys.executable, "-m", "lenscope.cli", *args]
