@@ -1,0 +1,30 @@
+"""Configuration (DESIGN section 3): path-keyed dataclass fields, schemas, hydration, overrides, YAML.
+
+    @dataclass
+    class TrainConfig:
+        seed: int = field("training/seed", default=0, help="PRNG seed")
+
+    args = hydrate(TrainConfig, "run.yaml", "training/seed=3")
+    print(to_yaml(args))
+"""
+
+from __future__ import annotations
+
+from .config_hydrate import format_override, hydrate, parse_override
+from .config_schema import MISSING, FieldSpec, Schema, field, schema
+from .config_yaml import to_dict, to_yaml
+from .errors import ConfigError
+
+__all__ = [
+    "MISSING",
+    "ConfigError",
+    "FieldSpec",
+    "Schema",
+    "field",
+    "format_override",
+    "hydrate",
+    "parse_override",
+    "schema",
+    "to_dict",
+    "to_yaml",
+]
