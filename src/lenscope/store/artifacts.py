@@ -1,0 +1,128 @@
+"""Artifact writes and reads: versioned `(node, name) -> Payload`, bytes in the blob folder (S4)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from sqlalchemy import Connection, func, insert, select
+
+from lenscope.errors import StoreError, UsageError, hint
+from lenscope.store.base import NodeLike, StoreBase, check_name
+from lenscope.store.blobs import Payload, as_bytes, check_filename
+from lenscope.store.node import Node
+from lenscope.store.schema import artifacts, nodes
+
+ArtifactItem = tuple[NodeLike, str, str, bytes]
+
+
+class ArtifactsMixin(StoreBase):
+    """The artifact half of the Store."""
+
+    def put_artifact(self, node: NodeLike, name: str, filename: str, content: bytes) -> int:
+        """Add a version of artifact `name` on `node` holding `filename` with exactly `content`; returns the version."""
+        return self.put_artifacts([(node, name, filename, content)])[0]
+
+    def put_artifacts(self, items: Iterable[ArtifactItem]) -> list[int]:
+        """Add several artifact versions in one transaction (blobs written first); returns their versions."""
+        self._check_writable("put_artifacts")
+        checked: list[tuple[Node, str, str, bytes]] = []
+        for item in items:
+            try:
+                node, name, filename, content = item
+            except (TypeError, ValueError):
+                raise UsageError("put_artifacts: each item must be (node, name, filename, content)") from None
+            node = Node.coerce(node)
+            name = check_name(name, "artifact name")
+            checked.append((node, name, check_filename(filename), as_bytes(content, f"artifact {name!r} on {node}")))
+        if not checked:
+            return []
+        with self._read() as connection:
+            ids = self._node_ids(connection, (item[0] for item in checked))
+        # Blobs exist (fsynced, renamed into place) before any row can point at them.
+        digests = self.blobs.put_many([content for _, _, _, content in checked])
+        now = time.time()
+        with self._write("put_artifacts") as connection:
+            versions = self._next_versions(connection, {(ids[node], name) for node, name, _, _ in checked})
+            rows, out = [], []
+            for (node, name, filename, content), digest in zip(checked, digests):
+                key = (ids[node], name)
+                versions[key] += 1
+                out.append(versions[key])
+                rows.append(
+                    dict(node_id=key[0], name=name, version=versions[key], filename=filename,
+                         sha256=digest, size=len(content), created=now)
+                )
+            connection.execute(insert(artifacts), rows)
+        return out
+
+    @staticmethod
+    def _next_versions(connection: Connection, keys: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+        """Current highest version per (node id, name), with the nodes' rows locked on PostgreSQL."""
+        node_ids = sorted({node_id for node_id, _ in keys})
+        current = {key: 0 for key in keys}
+        for start in range(0, len(node_ids), 300):
+            chunk = node_ids[start : start + 300]
+            # FOR UPDATE serializes concurrent writers of one node on PostgreSQL; SQLite's
+            # BEGIN IMMEDIATE already holds the database write lock and ignores it.
+            connection.execute(select(nodes.c.id).where(nodes.c.id.in_(chunk)).with_for_update()).all()
+            rows = connection.execute(
+                select(artifacts.c.node_id, artifacts.c.name, func.max(artifacts.c.version).label("top"))
+                .where(artifacts.c.node_id.in_(chunk))
+                .group_by(artifacts.c.node_id, artifacts.c.name)
+            )
+            for row in rows:
+                if (row.node_id, row.name) in current:
+                    current[(row.node_id, row.name)] = row.top
+        return current
+
+    def artifact(self, node: NodeLike, name: str, version: int | None = None) -> Payload:
+        """The payload of artifact `name` on `node`: the latest version unless `version` is given."""
+        node = Node.coerce(node)
+        with self._read() as connection:
+            node_id = self._node_id(connection, node)
+            stmt = select(artifacts.c.version, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size).where(
+                artifacts.c.node_id == node_id, artifacts.c.name == name
+            )
+            if version is not None:
+                stmt = stmt.where(artifacts.c.version == version)
+            row = connection.execute(stmt.order_by(artifacts.c.version.desc()).limit(1)).first()
+            if row is None:
+                self._missing(connection, node, node_id, name, version)
+        return Payload(row.filename, self.blobs.get(row.sha256, row.size))
+
+    def artifact_history(self, node: NodeLike, name: str) -> list[tuple[int, Payload]]:
+        """Every version of artifact `name` on `node`, oldest first, as (version, payload)."""
+        node = Node.coerce(node)
+        with self._read() as connection:
+            node_id = self._node_id(connection, node)
+            rows = connection.execute(
+                select(artifacts.c.version, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size)
+                .where(artifacts.c.node_id == node_id, artifacts.c.name == name)
+                .order_by(artifacts.c.version)
+            ).all()
+            if not rows:
+                self._missing(connection, node, node_id, name, None)
+        return [(row.version, Payload(row.filename, self.blobs.get(row.sha256, row.size))) for row in rows]
+
+    def artifact_names(self, node: NodeLike) -> list[str]:
+        """Names of the artifacts on `node`, sorted."""
+        with self._read() as connection:
+            return self._artifact_names(connection, self._node_id(connection, node))
+
+    @staticmethod
+    def _artifact_names(connection: Connection, node_id: int) -> list[str]:
+        rows = connection.execute(
+            select(artifacts.c.name).where(artifacts.c.node_id == node_id).distinct().order_by(artifacts.c.name)
+        )
+        return [row.name for row in rows]
+
+    def _missing(self, connection: Connection, node: Node, node_id: int, name: str, version: int | None) -> None:
+        names = self._artifact_names(connection, node_id)
+        if version is not None and name in names:
+            top = connection.execute(
+                select(func.max(artifacts.c.version)).where(artifacts.c.node_id == node_id, artifacts.c.name == name)
+            ).scalar_one()
+            raise StoreError(f"artifact {name!r} on {node} has no version {version}; versions are 1..{top}")
+        listed = ", ".join(names) if names else "none"
+        raise StoreError(f"node {node} has no artifact {name!r}{hint(name, names)}; its artifacts: {listed}")

@@ -1,0 +1,275 @@
+"""The lineage store: nodes and their edges, status, config, values, checkpoints (S1-S3, S5, S7)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Connection, insert, select, update
+
+from lenscope.errors import StoreError, UsageError, hint
+from lenscope.store.artifacts import ArtifactsMixin
+from lenscope.store.base import NodeLike, as_nodes, check_name
+from lenscope.store.blobs import Payload
+from lenscope.store.lineage import LineageMixin
+from lenscope.store.node import Node, new_nonce
+from lenscope.store.query import Query
+from lenscope.store.schema import artifacts, edges, nodes, records
+from lenscope.store.values import Scalar, check_values, decode, dump_config, encode, load_config
+
+STATUSES = ("running", "done", "failed")
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """Everything the store holds about one node, as returned by `Store.get`."""
+
+    node: Node
+    status: str
+    values: dict[str, Scalar] = field(default_factory=dict)
+    artifacts: dict[str, Payload] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    parents: list[Node] = field(default_factory=list)
+    config: dict | None = None
+    created: float = 0.0
+    error: str | None = None
+
+
+class Store(LineageMixin, ArtifactsMixin):
+    """A lineage store: `Store()` opens $LENSCOPE_STORE or ./runs; `Store(folder)` or `Store(url)` another one."""
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def new_node(self, name: str, parents: Sequence[NodeLike] = (), config: Mapping | None = None) -> Node:
+        """Start a new lineage of `name` (job names like `grokking/train` are cleaned) at seq 0, status running."""
+        return self.new_nodes([name], parents=parents, config=config)[0]
+
+    def new_nodes(
+        self, names: Iterable[str], parents: Sequence[NodeLike] = (), config: Mapping | None = None
+    ) -> list[Node]:
+        """Start one new lineage per name in one transaction; each gets `parents` and `config`."""
+        self._check_writable("new_node")
+        names = [Node.clean_name(check_name(name, "node name")) for name in names]
+        parent_nodes = as_nodes(parents, "parents")
+        config_text = dump_config(config)
+        if not names:
+            return []
+        now = time.time()
+        with self._write("new_node") as connection:
+            parent_ids = [self._node_id(connection, parent) for parent in parent_nodes]
+            made = [Node(name, nonce, 0) for name, nonce in zip(names, self._fresh_nonces(connection, len(names)))]
+            ids = self._insert_nodes(connection, made, config_text, now)
+            self._insert_edges(connection, ids, parent_ids)
+        return made
+
+    @staticmethod
+    def _fresh_nonces(connection: Connection, count: int) -> list[str]:
+        """`count` distinct random nonces that no lineage in the store uses yet."""
+        chosen: dict[str, None] = {}
+        for _ in range(100):
+            candidates = {new_nonce() for _ in range(count - len(chosen))} - chosen.keys()
+            used: set[str] = set()
+            ordered = sorted(candidates)
+            for start in range(0, len(ordered), 300):
+                rows = connection.execute(select(nodes.c.nonce).where(nodes.c.nonce.in_(ordered[start : start + 300])))
+                used.update(row.nonce for row in rows)
+            chosen.update(dict.fromkeys(candidates - used))
+            if len(chosen) == count:
+                return list(chosen)
+        raise StoreError("could not find unused lineage nonces after 100 tries; the nonce space is nearly full")
+
+    @staticmethod
+    def _insert_nodes(connection: Connection, made: list[Node], config_text: str | None, now: float) -> list[int]:
+        rows = [dict(name=n.name, nonce=n.nonce, seq=n.seq, status="running", config=config_text, created=now)
+                for n in made]
+        result = connection.execute(insert(nodes).returning(nodes.c.id, sort_by_parameter_order=True), rows)
+        return [row.id for row in result]
+
+    @staticmethod
+    def _insert_edges(connection: Connection, child_ids: list[int], parent_ids: list[int]) -> None:
+        rows = [
+            dict(child_id=child, parent_id=parent, position=position)
+            for child in child_ids
+            for position, parent in enumerate(dict.fromkeys(parent_ids))
+        ]
+        if rows:
+            connection.execute(insert(edges), rows)
+
+    def tick(self, node: NodeLike) -> Node:
+        """Advance `node` to its successor (seq + 1, parent = node, same config); `node` is marked done."""
+        node = Node.coerce(node)
+        successor = node.successor()
+        with self._write("tick") as connection:
+            node_id = self._node_id(connection, node)
+            row = connection.execute(select(nodes.c.config, nodes.c.status).where(nodes.c.id == node_id)).one()
+            clash = connection.execute(
+                select(nodes.c.id).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
+                                         nodes.c.seq == successor.seq)
+            ).first()
+            if clash is not None:
+                raise StoreError(f"cannot tick {node}: {successor} already exists (only the owner of a node ticks it)")
+            if row.status == "running":
+                connection.execute(update(nodes).where(nodes.c.id == node_id).values(status="done"))
+            [new_id] = self._insert_nodes(connection, [successor], row.config, time.time())
+            self._insert_edges(connection, [new_id], [node_id])
+        return successor
+
+    def node_exists(self, node: NodeLike) -> bool:
+        """Whether `node` is in the store."""
+        node = Node.coerce(node)
+        with self._read() as connection:
+            return connection.execute(
+                select(nodes.c.id).where(
+                    nodes.c.name == node.name, nodes.c.nonce == node.nonce, nodes.c.seq == node.seq
+                )
+            ).first() is not None
+
+    def set_status(self, node: NodeLike, status: str, error: str | None = None) -> None:
+        """Set `node`'s status to running, done or failed (with an error message if any)."""
+        if status not in STATUSES:
+            valid = ", ".join(STATUSES)
+            raise UsageError(f"unknown status {status!r}; expected one of {valid}{hint(str(status), STATUSES)}")
+        if error is not None and not isinstance(error, str):
+            raise UsageError(f"status error must be a string, got {type(error).__name__}")
+        with self._write("set_status") as connection:
+            node_id = self._node_id(connection, node)
+            connection.execute(update(nodes).where(nodes.c.id == node_id).values(status=status, error=error))
+
+    def status(self, node: NodeLike) -> str:
+        """`node`'s status: running, done or failed."""
+        return self._column(node, nodes.c.status)
+
+    def set_config(self, node: NodeLike, config: Mapping | None) -> None:
+        """Store `config` (JSON) on `node`, replacing what was there."""
+        text = dump_config(config)
+        with self._write("set_config") as connection:
+            node_id = self._node_id(connection, node)
+            connection.execute(update(nodes).where(nodes.c.id == node_id).values(config=text))
+
+    def config(self, node: NodeLike) -> dict | None:
+        """The config stored on `node`, or None."""
+        return load_config(self._column(node, nodes.c.config))
+
+    def _column(self, node: NodeLike, column):
+        with self._read() as connection:
+            node_id = self._node_id(connection, node)
+            return connection.execute(select(column).where(nodes.c.id == node_id)).scalar_one()
+
+    # ---- values ------------------------------------------------------------------------------
+
+    def record(self, node: NodeLike, values: Mapping[str, Scalar]) -> None:
+        """Record scalar values on `node` in one transaction; later writes of a key win when folded."""
+        self.record_many([(node, values)])
+
+    def record_many(self, items: Iterable[tuple[NodeLike, Mapping[str, Scalar]]]) -> None:
+        """Record several (node, values) pairs in one transaction."""
+        self._check_writable("record")
+        checked = []
+        for item in items:
+            try:
+                node, values = item
+            except (TypeError, ValueError):
+                raise UsageError("record_many: each item must be (node, values)") from None
+            checked.append((Node.coerce(node), check_values(values)))
+        if not checked:
+            return
+        now = time.time()
+        with self._write("record") as connection:
+            ids = self._node_ids(connection, (node for node, _ in checked))
+            rows = []
+            for node, values in checked:
+                for key, value in values.items():
+                    kind, num, txt = encode(value)
+                    rows.append(dict(node_id=ids[node], key=key, kind=kind, num=num, txt=txt, written=now))
+            if rows:
+                connection.execute(insert(records), rows)
+
+    def values(self, node: NodeLike) -> dict[str, Scalar]:
+        """`node`'s values folded into one row: the latest write of each key."""
+        with self._read() as connection:
+            return self._folded(connection, self._node_id(connection, node))
+
+    @staticmethod
+    def _folded(connection: Connection, node_id: int) -> dict[str, Scalar]:
+        rows = connection.execute(
+            select(records.c.key, records.c.kind, records.c.num, records.c.txt)
+            .where(records.c.node_id == node_id)
+            .order_by(records.c.id)
+        )
+        return {row.key: decode(row.kind, row.num, row.txt) for row in rows}
+
+    def value_history(self, node: NodeLike, key: str) -> list[tuple[float, Scalar]]:
+        """Every write of value `key` on `node`, oldest first, as (unix time, value)."""
+        with self._read() as connection:
+            node_id = self._node_id(connection, node)
+            rows = connection.execute(
+                select(records.c.written, records.c.kind, records.c.num, records.c.txt)
+                .where(records.c.node_id == node_id, records.c.key == key)
+                .order_by(records.c.id)
+            )
+            return [(row.written, decode(row.kind, row.num, row.txt)) for row in rows]
+
+    # ---- checkpoints -------------------------------------------------------------------------
+
+    def checkpoint_dir(self, node: NodeLike) -> Path:
+        """Where `node`'s checkpoint belongs: <root>/checkpoints/<name>/<nonce>/<seq> (not created)."""
+        node = Node.coerce(node)
+        with self._read() as connection:
+            self._node_id(connection, node)
+        return self.root / "checkpoints" / node.name / node.nonce / str(node.seq)
+
+    def mark_checkpoint(self, node: NodeLike, path: Path | str, step: int | None = None) -> None:
+        """Record that `node`'s checkpoint is at `path` (a training `step` optional) so queries find it."""
+        if not isinstance(path, (str, Path)) or not str(path):
+            raise UsageError(f"checkpoint path must be a non-empty str or Path, got {path!r}")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise UsageError(f"checkpoint step must be an int or None, got {step!r}")
+        path = Path(path).expanduser().absolute()
+        stored = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        with self._write("mark_checkpoint") as connection:
+            node_id = self._node_id(connection, node)
+            connection.execute(
+                update(nodes).where(nodes.c.id == node_id).values(checkpoint=stored, checkpoint_step=step)
+            )
+
+    def checkpoint(self, node: NodeLike) -> Path | None:
+        """The checkpoint folder marked on `node`, or None."""
+        return self._checkpoint_path(self._column(node, nodes.c.checkpoint))
+
+    def _checkpoint_path(self, stored: str | None) -> Path | None:
+        return None if stored is None else self.root / stored
+
+    # ---- whole nodes and queries -------------------------------------------------------------
+
+    def get(self, node: NodeLike) -> NodeRecord:
+        """Status, folded values, latest artifacts, checkpoint, parents and config of one node."""
+        node = Node.coerce(node)
+        with self._read() as connection:
+            node_id = self._node_id(connection, node)
+            row = connection.execute(select(nodes).where(nodes.c.id == node_id)).one()
+            values = self._folded(connection, node_id)
+            parents = self._parents(connection, node_id)
+            latest = connection.execute(
+                select(artifacts.c.name, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size)
+                .where(artifacts.c.node_id == node_id)
+                .order_by(artifacts.c.name, artifacts.c.version)
+            ).all()
+        payloads = {a.name: a for a in latest}  # ordered by version, so the last one per name stays
+        return NodeRecord(
+            node=node,
+            status=row.status,
+            values=values,
+            artifacts={name: Payload(a.filename, self.blobs.get(a.sha256, a.size)) for name, a in payloads.items()},
+            checkpoint=self._checkpoint_path(row.checkpoint),
+            parents=parents,
+            config=load_config(row.config),
+            created=row.created,
+            error=row.error,
+        )
+
+    def query(self) -> Query:
+        """A fresh query over this store's nodes (or artifacts, after `.artifact()`)."""
+        return Query(self)
+
