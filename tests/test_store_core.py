@@ -303,3 +303,17 @@ def test_reopening_sees_everything(store_url):
         assert second.values(node) == {"x": 1}
         assert second.artifact(node, "f").content == b"bytes"
         assert second.latest() == node
+
+
+def test_tick_count_catches_up_in_one_transaction(store):
+    first = store.new_node("job", config={"c": 1})
+    last = store.tick(first, count=3)
+    assert last == Node("job", first.nonce, 3)
+    assert store.ancestors(last) == [Node("job", first.nonce, s) for s in (2, 1, 0)]
+    assert [store.status(Node("job", first.nonce, s)) for s in range(4)] == ["done", "done", "done", "running"]
+    assert store.config(Node("job", first.nonce, 2)) == {"c": 1}
+    with pytest.raises(StoreError, match=r"cannot tick .*:1: .*:2 already exists"):
+        store.tick(Node("job", first.nonce, 1))
+    with pytest.raises(UsageError, match="tick count"):
+        store.tick(last, count=0)
+    assert store.latest() == last

@@ -81,9 +81,15 @@ class Store(LineageMixin, ArtifactsMixin):
         raise StoreError("could not find unused lineage nonces after 100 tries; the nonce space is nearly full")
 
     @staticmethod
-    def _insert_nodes(connection: Connection, made: list[Node], config_text: str | None, now: float) -> list[int]:
-        rows = [dict(name=n.name, nonce=n.nonce, seq=n.seq, status="running", config=config_text, created=now)
-                for n in made]
+    def _insert_nodes(
+        connection: Connection, made: list[Node], config_text: str | None, now: float, last_running: bool = False
+    ) -> list[int]:
+        """Insert nodes (all running, or all done but the last when `last_running`); returns their ids."""
+        rows = [
+            dict(name=n.name, nonce=n.nonce, seq=n.seq, config=config_text, created=now,
+                 status="running" if not last_running or i == len(made) - 1 else "done")
+            for i, n in enumerate(made)
+        ]
         result = connection.execute(insert(nodes).returning(nodes.c.id, sort_by_parameter_order=True), rows)
         return [row.id for row in result]
 
@@ -97,24 +103,32 @@ class Store(LineageMixin, ArtifactsMixin):
         if rows:
             connection.execute(insert(edges), rows)
 
-    def tick(self, node: NodeLike) -> Node:
-        """Advance `node` to its successor (seq + 1, parent = node, same config); `node` is marked done."""
+    def tick(self, node: NodeLike, count: int = 1) -> Node:
+        """Advance `node` to its successor (seq + 1, parent = node, same config) and mark `node` done.
+
+        `count > 1` adds that many successive nodes in one transaction (each the parent of the
+        next, all but the last done) and returns the last: a job that ticked in memory catches up.
+        """
         node = Node.coerce(node)
-        successor = node.successor()
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise UsageError(f"tick count must be an int >= 1, got {count!r}")
+        made = [Node(node.name, node.nonce, node.seq + k) for k in range(1, count + 1)]
         with self._write("tick") as connection:
             node_id = self._node_id(connection, node)
             row = connection.execute(select(nodes.c.config, nodes.c.status).where(nodes.c.id == node_id)).one()
             clash = connection.execute(
-                select(nodes.c.id).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
-                                         nodes.c.seq == successor.seq)
+                select(nodes.c.seq).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
+                                          nodes.c.seq > node.seq).limit(1)
             ).first()
             if clash is not None:
-                raise StoreError(f"cannot tick {node}: {successor} already exists (only the owner of a node ticks it)")
+                taken = Node(node.name, node.nonce, clash.seq)
+                raise StoreError(f"cannot tick {node}: {taken} already exists (only the owner of a node ticks it)")
             if row.status == "running":
                 connection.execute(update(nodes).where(nodes.c.id == node_id).values(status="done"))
-            [new_id] = self._insert_nodes(connection, [successor], row.config, time.time())
-            self._insert_edges(connection, [new_id], [node_id])
-        return successor
+            ids = self._insert_nodes(connection, made, row.config, time.time(), last_running=True)
+            for parent_id, child_id in zip([node_id, *ids], ids):
+                self._insert_edges(connection, [child_id], [parent_id])
+        return made[-1]
 
     def node_exists(self, node: NodeLike) -> bool:
         """Whether `node` is in the store."""
