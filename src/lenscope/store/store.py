@@ -103,11 +103,13 @@ class Store(LineageMixin, ArtifactsMixin):
         if rows:
             connection.execute(insert(edges), rows)
 
-    def tick(self, node: NodeLike, count: int = 1) -> Node:
+    def tick(self, node: NodeLike, count: int = 1, *, adopt: bool = False) -> Node:
         """Advance `node` to its successor (seq + 1, parent = node, same config) and mark `node` done.
 
         `count > 1` adds that many successive nodes in one transaction (each the parent of the
         next, all but the last done) and returns the last: a job that ticked in memory catches up.
+        `adopt=True` (a resumed run) reuses successors an earlier, interrupted run left behind
+        instead of refusing them; their values fold under the new writes.
         """
         node = Node.coerce(node)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -116,18 +118,25 @@ class Store(LineageMixin, ArtifactsMixin):
         with self._write("tick") as connection:
             node_id = self._node_id(connection, node)
             row = connection.execute(select(nodes.c.config, nodes.c.status).where(nodes.c.id == node_id)).one()
-            clash = connection.execute(
-                select(nodes.c.seq).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
-                                          nodes.c.seq > node.seq).limit(1)
-            ).first()
-            if clash is not None:
-                taken = Node(node.name, node.nonce, clash.seq)
+            later = {r.seq: r.id for r in connection.execute(
+                select(nodes.c.seq, nodes.c.id).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
+                                                      nodes.c.seq > node.seq, nodes.c.seq <= made[-1].seq))}
+            if later and not adopt:
+                taken = Node(node.name, node.nonce, min(later))
                 raise StoreError(f"cannot tick {node}: {taken} already exists (only the owner of a node ticks it)")
             if row.status == "running":
                 connection.execute(update(nodes).where(nodes.c.id == node_id).values(status="done"))
-            ids = self._insert_nodes(connection, made, row.config, time.time(), last_running=True)
-            for parent_id, child_id in zip([node_id, *ids], ids):
-                self._insert_edges(connection, [child_id], [parent_id])
+            missing = [n for n in made if n.seq not in later]
+            if missing:
+                ids = self._insert_nodes(connection, missing, row.config, time.time())
+                later.update({n.seq: i for n, i in zip(missing, ids)})
+            chain = [node_id] + [later[n.seq] for n in made]
+            new_ids = {later[n.seq] for n in missing}
+            for parent_id, child_id in zip(chain, chain[1:]):
+                if child_id in new_ids:
+                    self._insert_edges(connection, [child_id], [parent_id])
+            connection.execute(update(nodes).where(nodes.c.id.in_(chain[1:-1])).values(status="done"))
+            connection.execute(update(nodes).where(nodes.c.id == chain[-1]).values(status="running"))
         return made[-1]
 
     def node_exists(self, node: NodeLike) -> bool:

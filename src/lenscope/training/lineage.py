@@ -16,7 +16,9 @@ class Lineage:
     one transaction, so each seq exists with its parent edge, without a write per step.
     """
 
-    def __init__(self, store: Store, node: Node, *, writer: bool, stored: bool, owner: bool = True) -> None:
+    def __init__(self, store: Store, node: Node, *, writer: bool, stored: bool, owner: bool = True,
+                 adopt: bool = False) -> None:
+        self.adopt = adopt
         self.store = store
         self.node = node
         self.writer = writer
@@ -39,7 +41,7 @@ class Lineage:
             store.set_status(base, "running")
             if config is not None:
                 store.set_config(base, config)
-        return cls(store, base, writer=writer, stored=True)
+        return cls(store, base, writer=writer, stored=True, adopt=True)
 
     @classmethod
     def attach(cls, store: Store, node: Node, *, writer: bool = True) -> "Lineage":
@@ -56,7 +58,7 @@ class Lineage:
     def flush(self) -> Node:
         """Make sure the current node and every node before it exist in the store."""
         if self.writer and self._stored != self.node:
-            self.store.tick(self._stored, count=self.node.seq - self._stored.seq)
+            self.store.tick(self._stored, count=self.node.seq - self._stored.seq, adopt=self.adopt)
             self._stored = self.node
         return self.node
 

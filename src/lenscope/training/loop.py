@@ -53,7 +53,7 @@ class TrainingLoop:
         (loss, aux), grads = grad_fn(state.params, batch, self.step_key(state))
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = {**aux, "loss": loss, "grad_norm": optax.global_norm(grads), "lr": self.schedule(state.step)}
+        metrics = {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads), "lr": self.schedule(state.step)}
         return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
     def eval_step(self, params: Any, batch: Mapping[str, jax.Array]) -> dict:
