@@ -1,0 +1,168 @@
+"""A small decoder-only transformer in Flax linen, written to be read and taken apart.
+
+Module paths (as seen by method interception) are `embed`, `blocks_{i}`,
+`blocks_{i}/attn`, `blocks_{i}/mlp` and `unembed`. Submodules are declared in
+`setup()`, so a bound module exposes them (`layer.query(x)`, `layer.fc_in(x)`)
+to analyses that want to recompute part of a layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+from lenscope.errors import UsageError
+
+Array = jax.Array
+Dtype = Any
+
+
+def causal_mask(seq_len: int) -> Array:
+    """Boolean [seq, seq] mask, True where query position i may attend to key position j <= i."""
+    return jnp.tril(jnp.ones((seq_len, seq_len), dtype=bool))
+
+
+def attention_pattern(q: Array, k: Array, mask: Array | None = None) -> Array:
+    """Softmax attention weights [..., heads, q_len, k_len] from q [..., q_len, heads, d] and k [..., k_len, heads, d].
+
+    `mask` is boolean (True = may attend) and broadcasts against the scores
+    [..., heads, q_len, k_len]; a [q_len, k_len] causal mask works as is.
+    Softmax is taken in float32 whatever the input dtype.
+    """
+    scores = jnp.einsum("...qhd,...khd->...hqk", q, k).astype(jnp.float32)
+    scores = scores / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = jnp.where(mask, scores, jnp.finfo(jnp.float32).min)
+    return jax.nn.softmax(scores, axis=-1)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention: `query`, `key`, `value` [d_model -> heads x d_head] and `out` back to d_model."""
+
+    d_model: int
+    n_heads: int
+    d_head: int
+    dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        heads = (self.n_heads, self.d_head)
+        self.query = nn.DenseGeneral(heads, use_bias=False, dtype=self.dtype)
+        self.key = nn.DenseGeneral(heads, use_bias=False, dtype=self.dtype)
+        self.value = nn.DenseGeneral(heads, use_bias=False, dtype=self.dtype)
+        self.out = nn.DenseGeneral(
+            self.d_model, axis=(-2, -1), use_bias=False, dtype=self.dtype,
+        )
+
+    def __call__(
+        self, x: Array, mask: Array | None = None, return_pattern: bool = False
+    ) -> Array | tuple[Array, Array]:
+        """Attend over x [..., seq, d_model]; the pattern is sown as intermediates/pattern and optionally returned."""
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        pattern = attention_pattern(q, k, mask)
+        self.sow("intermediates", "pattern", pattern)
+        z = jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)
+        y = self.out(z)
+        return (y, pattern) if return_pattern else y
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: Dense `fc_in` (d_mlp), activation, Dense `fc_out` (d_model)."""
+
+    d_model: int
+    d_mlp: int
+    activation: Callable[[Array], Array] = nn.relu
+    dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        self.fc_in = nn.Dense(self.d_mlp, dtype=self.dtype)
+        self.fc_out = nn.Dense(self.d_model, dtype=self.dtype)
+
+    def __call__(self, x: Array) -> Array:
+        """Apply the MLP to x [..., d_model]."""
+        return self.fc_out(self.activation(self.fc_in(x)))
+
+
+class Block(nn.Module):
+    """One residual block: x + attn(ln1(x)), then x + mlp(ln2(x)); LayerNorms only when `use_ln`."""
+
+    d_model: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+    use_ln: bool = False
+    dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        self.attn = Attention(self.d_model, self.n_heads, self.d_head, dtype=self.dtype)
+        self.mlp = MLP(self.d_model, self.d_mlp, dtype=self.dtype)
+        if self.use_ln:
+            self.ln1 = nn.LayerNorm(dtype=self.dtype)
+            self.ln2 = nn.LayerNorm(dtype=self.dtype)
+
+    def __call__(self, x: Array, mask: Array | None = None) -> Array:
+        """Update the residual stream x [..., seq, d_model]."""
+        x = x + self.attn(self.ln1(x) if self.use_ln else x, mask)
+        x = x + self.mlp(self.ln2(x) if self.use_ln else x)
+        return x
+
+
+class Transformer(nn.Module):
+    """Decoder-only transformer over integer tokens, returning logits [batch, seq, n_out or vocab_size].
+
+    There is no dropout: `deterministic` is accepted so trainers can pass it uniformly.
+    """
+
+    vocab_size: int
+    seq_len: int
+    d_model: int
+    n_heads: int
+    d_head: int
+    d_mlp: int
+    n_layers: int
+    n_out: int | None = None
+    use_ln: bool = False
+    dtype: Dtype = jnp.float32
+
+    def setup(self) -> None:
+        self.embed = nn.Embed(self.vocab_size, self.d_model, dtype=self.dtype)
+        self.pos_embed = self.param(
+            "pos_embed", nn.initializers.normal(1.0 / math.sqrt(self.d_model)),
+            (self.seq_len, self.d_model),
+        )
+        self.blocks = [
+            Block(self.d_model, self.n_heads, self.d_head, self.d_mlp,
+                  use_ln=self.use_ln, dtype=self.dtype)
+            for _ in range(self.n_layers)
+        ]
+        if self.use_ln:
+            self.ln_final = nn.LayerNorm(dtype=self.dtype)
+        self.unembed = nn.Dense(self.n_out or self.vocab_size, use_bias=False, dtype=self.dtype)
+
+    def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
+        """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
+        seq = tokens.shape[-1]
+        if seq > self.seq_len:
+            raise UsageError(
+                f"Transformer got tokens of length {seq} but seq_len={self.seq_len}; "
+                f"pass at most {self.seq_len} positions or build the model with seq_len >= {seq}"
+            )
+        x = self.embed(tokens) + self.pos_embed[:seq].astype(self.dtype)
+        mask = causal_mask(seq)
+        for block in self.blocks:
+            x = block(x, mask)
+        # Same two steps as unembed_fn, inlined so the forward does not invoke
+        # another method of the root module (interceptors would record it).
+        if self.use_ln:
+            x = self.ln_final(x)
+        return self.unembed(x)
+
+    def unembed_fn(self, resid: Array) -> Array:
+        """Project a residual stream [..., d_model] to logits: ln_final (if any) then unembed; for logit lens."""
+        if self.use_ln:
+            resid = self.ln_final(resid)
+        return self.unembed(resid)
