@@ -28,24 +28,24 @@ class GrokAnalysisConfig:
 
 @dataclass
 class GrokConfig(TrainerConfig, GrokAnalysisConfig):
-    """Task and model sizes of the grokking example, on top of the standard trainer paths."""
+    """Task and model sizes of the grokking example; refines the trainer defaults for full-batch grokking."""
 
-    p: int = field("data/p", default=97, help="modulus of a + b mod p (the '=' token is p)")
-    train_fraction: float = field("data/train_fraction", default=0.3, help="fraction of all (a, b) pairs used for training")
-    d_model: int = field("model/d_model", default=128, help="residual stream width")
+    p: int = field("data/p", default=59, help="modulus of a + b mod p (the '=' token is p)")
+    train_fraction: float = field("data/train_fraction", default=0.4, help="fraction of all (a, b) pairs used for training")
+    d_model: int = field("model/d_model", default=64, help="residual stream width")
     n_heads: int = field("model/n_heads", default=4, help="attention heads per block")
-    d_head: int = field("model/d_head", default=32, help="width of each attention head")
-    d_mlp: int = field("model/d_mlp", default=512, help="hidden width of each MLP")
+    d_head: int = field("model/d_head", default=16, help="width of each attention head")
+    d_mlp: int = field("model/d_mlp", default=256, help="hidden width of each MLP")
     n_layers: int = field("model/n_layers", default=1, help="transformer blocks")
-
-
-def overrides_for_defaults() -> dict[str, Any]:
-    """Trainer defaults that suit grokking (full batch, strong weight decay)."""
-    return {
-        "training": {"steps": 3000, "batch_size": 0},
-        "optimization": {"lr": 1e-3, "weight_decay": 1.0, "b1": 0.9, "b2": 0.98, "warmup_steps": 10},
-        "logging": {"report_interval": 50, "validation_interval": 250, "checkpoint_interval": 1000},
-    }
+    steps: int = field("training/steps", default=2000, help="total optimizer steps of the run")
+    batch_size: int = field("training/batch_size", default=0, help="global batch size; 0 means the whole split")
+    lr: float = field("optimization/lr", default=3e-3, help="peak learning rate")
+    warmup_steps: int = field("optimization/warmup_steps", default=50, help="linear warmup steps before the peak rate")
+    weight_decay: float = field("optimization/weight_decay", default=2.0, help="decoupled (AdamW) weight decay")
+    b2: float = field("optimization/b2", default=0.98, help="Adam second-moment decay")
+    validation_interval: int = field("logging/validation_interval", default=250,
+                                     help="validate (and run tandem analyses) every N steps")
+    checkpoint_interval: int = field("logging/checkpoint_interval", default=500, help="checkpoint every N steps (and at the end)")
 
 
 @job("grokking/train")
@@ -66,6 +66,10 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
         arrays = {name: {"inputs": s["tokens"], "labels": s["labels"], "a": s["a"], "b": s["b"]}
                   for name, s in splits.items()}
         return ArrayData(arrays, self.args.batch_size, self.args.seed)
+
+    def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
+        """Logits of a residual stream [..., d_model] through the model's final unembedding (logit lens)."""
+        return self.model.apply({"params": params}, resid, method=Transformer.unembed_fn)
 
     def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
         """Cross-entropy of the answer at the '=' position, with accuracy."""
