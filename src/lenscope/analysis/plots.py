@@ -154,6 +154,8 @@ def heatmaps(
     title: str | None = None,
     xlabel: str | None = None,
     ylabel: str | None = None,
+    xticklabels: Sequence[Any] | None = None,
+    yticklabels: Sequence[Any] | None = None,
     cmap: str = "viridis",
     shared_scale: bool = True,
     colorbar: bool = True,
@@ -164,6 +166,8 @@ def heatmaps(
     if not arrays:
         raise UsageError("heatmaps(): panels must be a nonempty list of 2-D arrays")
     names = _labels("heatmaps", "titles", titles, len(arrays))
+    xt = _labels("heatmaps", "xticklabels", xticklabels, arrays[0].shape[1])
+    yt = _labels("heatmaps", "yticklabels", yticklabels, arrays[0].shape[0])
     cols = ncols or min(len(arrays), 4)
     if not isinstance(cols, int) or cols < 1:
         raise UsageError(f"heatmaps(): ncols must be a positive int, got {ncols!r}")
@@ -179,6 +183,7 @@ def heatmaps(
                 ax.set_axis_off()
                 continue
             image = _draw_heatmap(ax, arrays[i], cmap, lo, hi)
+            _ticklabels(ax, xt, yt)
             bottom = i + cols >= len(arrays)  # nothing drawn below this panel
             _decorate(ax, names[i] if names else None, xlabel if bottom else None, ylabel if i % cols == 0 else None)
             if colorbar and not shared_scale:

@@ -76,7 +76,7 @@ class AttentionAnalysis(AnalysisBase[GrokConfig, Transformer], GrokTrainer):
         blocks, heads = mean.shape[:2]
         return self.heatmaps([mean[b, h] for b in range(blocks) for h in range(heads)],
                              titles=[f"block {b} head {h}" for b in range(blocks) for h in range(heads)],
-                             xlabel="key position (a, b, =)", ylabel="query position",
+                             xlabel="key", ylabel="query", xticklabels=["a", "b", "="], yticklabels=["a", "b", "="],
                              title=f"Mean attention at {self.node}")
 
 
