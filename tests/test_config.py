@@ -501,3 +501,21 @@ def test_string_defaults_stay_literal_and_messages_stay_one_line():
 
     assert hydrate(Template, "log/req=1").fmt == "${step}: {loss}"
     assert "log/req (needed)" in error(hydrate, Template)
+
+
+def test_refining_subclass_changes_default_and_inherits_help():
+    from dataclasses import dataclass
+
+    from lenscope.config import field, hydrate, schema
+
+    @dataclass
+    class Parent:
+        steps: int = field("training/steps", default=10, help="total steps")
+
+    @dataclass
+    class Child(Parent):
+        steps: int = field("training/steps", default=99)
+
+    spec = schema(Child).by_path["training/steps"]
+    assert spec.default == 99 and spec.help == "total steps"
+    assert hydrate(Child).steps == 99 and hydrate(Parent).steps == 10

@@ -179,7 +179,8 @@ def _declarations(cls: type) -> list[FieldSpec]:
                 )
             raw = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             default = _validate_default(klass, f.name, meta["path"], tp, raw)
-            decls.append(FieldSpec(f.name, meta["path"], tp, default, meta["help"], klass))
+            inherited = next((d.help for d in reversed(decls) if d.path == meta["path"]), "")
+            decls.append(FieldSpec(f.name, meta["path"], tp, default, meta["help"] or inherited, klass))
     return decls
 
 

@@ -37,15 +37,15 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig):
     d_head: int = field("model/d_head", default=16, help="width of each attention head")
     d_mlp: int = field("model/d_mlp", default=256, help="hidden width of each MLP")
     n_layers: int = field("model/n_layers", default=1, help="transformer blocks")
-    steps: int = field("training/steps", default=2000, help="total optimizer steps of the run")
-    batch_size: int = field("training/batch_size", default=0, help="global batch size; 0 means the whole split")
-    lr: float = field("optimization/lr", default=3e-3, help="peak learning rate")
-    warmup_steps: int = field("optimization/warmup_steps", default=50, help="linear warmup steps before the peak rate")
-    weight_decay: float = field("optimization/weight_decay", default=2.0, help="decoupled (AdamW) weight decay")
-    b2: float = field("optimization/b2", default=0.98, help="Adam second-moment decay")
-    validation_interval: int = field("logging/validation_interval", default=250,
-                                     help="validate (and run tandem analyses) every N steps")
-    checkpoint_interval: int = field("logging/checkpoint_interval", default=500, help="checkpoint every N steps (and at the end)")
+    # Refined trainer defaults (help text is inherited from TrainerConfig).
+    steps: int = field("training/steps", default=2000)
+    batch_size: int = field("training/batch_size", default=0)
+    lr: float = field("optimization/lr", default=3e-3)
+    warmup_steps: int = field("optimization/warmup_steps", default=50)
+    weight_decay: float = field("optimization/weight_decay", default=2.0)
+    b2: float = field("optimization/b2", default=0.98)
+    validation_interval: int = field("logging/validation_interval", default=250)
+    checkpoint_interval: int = field("logging/checkpoint_interval", default=500)
 
 
 @job("grokking/train")
