@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import UsageError
+from ..files import write_atomic  # noqa: F401  (re-exported for analysis modules)
 from .plots import to_pdf_bytes
 from .results import to_json_bytes
 
@@ -34,19 +32,3 @@ def render(name: str, output: Any) -> tuple[str, bytes] | None:
         return f"{name}.json", to_json_bytes(output)
     raise UsageError(f"plot() of {name!r} returned {type(output).__name__}; "
                      "expected a matplotlib Figure, a JSON value (dict, list, number, string) or None")
-
-
-def write_atomic(path: Path, content: bytes) -> Path:
-    """Write bytes to `path` through a temporary name in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

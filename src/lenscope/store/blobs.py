@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lenscope.errors import StoreError, UsageError
+from lenscope.files import write_atomic
 
 MAX_FILENAME = 255
 
@@ -102,16 +102,7 @@ class BlobFolder:
             if not folder.is_dir():
                 folder.mkdir(parents=True, exist_ok=True)
                 touched.add(folder.parent)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(content)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(target, content)
             touched.add(folder)
         for folder in sorted(touched):
             _fsync_dir(folder)
