@@ -1,83 +1,150 @@
-"""The `lenscope` command: run, configure, jobs, ls, show, get."""
+"""The `lenscope` command: run, configure, jobs, ls, show, get (behaviour lives in cli_commands.py)."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
-from .errors import LenscopeError, UsageError
-from .registry import jobs, resolve
+from .errors import LenscopeError
+
+_JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
+_NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
+_EPILOG = "Exit codes: 0 ok, 2 usage or config error, 1 job failure. Errors are one line; --debug shows tracebacks."
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", metavar="URL", help="store URL or folder (default $LENSCOPE_STORE, else ./runs)")
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser = argparse.ArgumentParser(prog="lenscope", description="Train, analyze and look up JAX runs.")
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line that points at --help."""
+
+    def error(self, message: str):  # noqa: D102 (argparse's hook)
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """--store and --debug, accepted before or after the subcommand (the subcommand's copy never resets them)."""
+    keep = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("--store", metavar="URL", help="store URL or folder (default $LENSCOPE_STORE, else ./runs)",
+                        **keep)
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors", **keep)
+
+
+def _sub(sub: argparse._SubParsersAction, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help, description=description, epilog=_EPILOG)
+    _options(parser, top=False)
+    parser.set_defaults(subparser=parser)  # lets parse() report leftovers with this subcommand's name
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `lenscope` command (one subparser per subcommand)."""
+    from . import __version__
+
+    parser = _Parser(prog="lenscope", description="Train, analyze and look up JAX runs.",
+                                     epilog=_EPILOG)
+    parser.add_argument("--version", action="version", version=f"lenscope {__version__}")
+    _options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", parents=[common], help="run a job; prints `node <address>` last",
-                         description="Run a job: construct, setup, run, cleanup. Prints `node <address>` last.")
-    run.add_argument("job", help="registered job name, package.module:Class or path/to/file.py:Class")
-    run.add_argument("sources", nargs="*", metavar="CONFIG.yaml|key=value", help="YAML files, then overrides")
-    run.add_argument("--base", metavar="NODE", help="restore this node's checkpoint (resume it, or branch)")
+    run = _sub(sub, "run", "run a job; prints `node <address>` last",
+               "Run a job (construct, setup, run, cleanup) and print `node <address>` (its final node) last. "
+               "Config sources merge in order: defaults < YAML files < key=value overrides.")
+    run.add_argument("job", help=_JOB_HELP)
+    run.add_argument("sources", nargs="*", metavar="CONFIG.yaml|key=value",
+                     help="YAML files, then overrides like training/steps=100 (or training.steps=100)")
+    run.add_argument("--base", metavar="NODE", help="start from this node's checkpoint: resume it, or --branch")
     run.add_argument("--branch", action="store_true", help="start a new lineage whose parent is --base")
     run.add_argument("--analysis", action="append", default=[], metavar="NAME",
                      help="run these registered analyses on the job's state instead of run()")
 
-    configure = sub.add_parser("configure", parents=[common], help="print the job's full config as YAML")
-    configure.add_argument("job")
-    configure.add_argument("sources", nargs="*", metavar="CONFIG.yaml|key=value")
+    configure = _sub(sub, "configure", "print a job's complete config as commented YAML",
+                     "Print the job's complete config (defaults, with the given sources applied) as YAML with "
+                     "each field's help as a comment. Feeding the file back to run or configure changes nothing.")
+    configure.add_argument("job", help=_JOB_HELP)
+    configure.add_argument("sources", nargs="*", metavar="CONFIG.yaml|key=value", help="YAML files, then overrides")
 
-    sub.add_parser("jobs", parents=[common], help="list registered jobs")
+    _sub(sub, "jobs", "list registered jobs", "List registered jobs with their one-line description.")
 
-    ls = sub.add_parser("ls", parents=[common], help="list nodes (or artifacts) matching filters")
-    ls.add_argument("--name")
-    ls.add_argument("--nonce")
-    ls.add_argument("--lineage", metavar="NODE", help="nodes of this node's lineage (same name and nonce)")
-    ls.add_argument("--seq", type=int)
-    ls.add_argument("--checkpoint", action="store_true", help="only nodes with a checkpoint")
-    ls.add_argument("--artifact", nargs="?", const="", metavar="NAME", help="list artifacts (of NAME) instead of nodes")
-    ls.add_argument("--where", nargs=3, action="append", default=[], metavar=("KEY", "OP", "VALUE"))
-    ls.add_argument("--sort", metavar="KEY")
+    ls = _sub(sub, "ls", "list nodes (or artifacts) matching filters",
+              "List nodes, or with --artifact their artifacts, matching every filter given. "
+              "Repeated --name/--nonce/--status values are alternatives.")
+    ls.add_argument("--name", action="append", metavar="JOB", help="job or node name (grokking/train or grokking.train)")
+    ls.add_argument("--nonce", action="append", metavar="NONCE", help="lineage nonce (6 hex digits)")
+    ls.add_argument("--status", action="append", metavar="STATUS", help="running, done or failed")
+    ls.add_argument("--lineage", metavar="NODE", help="the nodes of this node's lineage, by seq")
+    ls.add_argument("--seq", type=int, action="append", metavar="N", help="only this seq number")
+    ls.add_argument("--checkpoint", action="store_true", help="only nodes with a checkpoint (adds its path)")
+    ls.add_argument("--artifact", nargs="?", const="", metavar="NAME", help="list artifacts (only NAME if given)")
+    ls.add_argument("--where", nargs=3, action="append", default=[], metavar=("KEY", "OP", "VALUE"),
+                    help="value or column condition; OP is one of == != < <= > >= in like; VALUE is parsed "
+                         "as JSON when it can be (3, 0.5, true, null, [1,2]), else taken as text")
+    ls.add_argument("--sort", action="append", metavar="KEY", help="order by KEY (repeat to break ties)")
     ls.add_argument("--desc", action="store_true", help="sort descending")
-    ls.add_argument("--limit", type=int)
-    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.add_argument("--limit", type=int, metavar="N", help="at most N rows")
+    ls.add_argument("--latest", action="store_true", help="only the row with the highest seq")
+    ls.add_argument("--keys", metavar="K1,K2", help="value keys to show (default: the most common few)")
+    out = ls.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print rows as a JSON list")
+    out.add_argument("-q", "--quiet", action="store_true", help="print node addresses only, one a line")
 
-    show = sub.add_parser("show", parents=[common], help="show one node: status, values, artifacts, checkpoint")
-    show.add_argument("node")
-    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show = _sub(sub, "show", "show one node: status, values, artifacts, checkpoint, config",
+                "Show one node: status, lineage, values, artifacts, checkpoint and config.")
+    show.add_argument("node", help=_NODE_HELP)
+    show.add_argument("--json", action="store_true", help="print as a JSON object")
 
-    get = sub.add_parser("get", parents=[common], help="write an artifact's exact bytes")
-    get.add_argument("node")
-    get.add_argument("name")
-    get.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
-    get.add_argument("--version", type=int, help="an older version (default: latest)")
+    get = _sub(sub, "get", "write an artifact's exact bytes (to stdout or -o FILE)",
+               "Write the exact bytes of a node's artifact to FILE (atomically) or to stdout.")
+    get.add_argument("node", help=_NODE_HELP)
+    get.add_argument("name", help="artifact name (`lenscope show NODE` lists them)")
+    get.add_argument("-o", "--output", metavar="FILE", help="file or existing folder to write to (default: stdout)")
+    get.add_argument("--version", type=int, metavar="N", help="an older version (default: the latest)")
     return parser
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parsed arguments; config sources may come before, between or after run/configure's options."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command in ("run", "configure"):
+        args.sources += [item for item in extra if not item.startswith("-")]
+        extra = [item for item in extra if item.startswith("-")]
+    if extra:
+        args.subparser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `lenscope` command; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     try:
         from . import cli_commands
 
         return getattr(cli_commands, f"cmd_{args.command}")(args)
-    except LenscopeError as err:
-        if args.debug:
-            raise
-        print(f"lenscope: error: {err}", file=sys.stderr)
-        return err.exit_code
     except KeyboardInterrupt:
         print("lenscope: interrupted", file=sys.stderr)
         return 130
-    except Exception as err:  # a job's own failure: one line unless --debug
+    except BrokenPipeError:  # e.g. `lenscope ls | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as err:
+        code = err.exit_code if isinstance(err, LenscopeError) else 1
         if args.debug:
-            raise
-        print(f"lenscope: error: {type(err).__name__}: {err} (rerun with --debug for the traceback)", file=sys.stderr)
-        return 1
+            traceback.print_exc()
+            return code
+        suffix = "" if isinstance(err, LenscopeError) else " (rerun with --debug for the traceback)"
+        name = "" if isinstance(err, LenscopeError) else f"{type(err).__name__}: "
+        print(f"lenscope: error: {name}{_one_line(err)}{suffix}", file=sys.stderr)
+        return code
+
+
+def _one_line(err: BaseException) -> str:
+    """The error's message and notes on one line (long messages of foreign exceptions cut short)."""
+    text = " ".join(str(err).split())
+    if not isinstance(err, LenscopeError) and len(text) > 500:
+        text = text[:497] + "..."
+    notes = [" ".join(str(n).split()) for n in getattr(err, "__notes__", ())]
+    return "; ".join([text] + notes) if notes else text
 
 
 if __name__ == "__main__":

@@ -4,105 +4,234 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import hydrate, to_yaml
-from .errors import UsageError
+from .errors import StoreError, UsageError, hint
 from .registry import jobs, resolve
-from .runner import run_job
+from .runner import build_job, run_job
 from .store import Node, Store
+from .store.store import STATUSES
 
+R = TypeVar("R")
+_TEXT_KEYS = {"node", "name", "nonce", "status", "node_name", "filename", "sha256"}  # --where VALUE stays text
+_NODE_COLUMNS = ("node", "name", "nonce", "seq", "status", "created", "checkpoint", "error")
+_ARTIFACT_COLUMNS = ("node", "name", "version", "filename", "size")
+_DEFAULT_VALUE_COLUMNS = 6
+
+
+# ---- run, configure, jobs -----------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a job (or analyses on its state) and print `node <address>` last."""
     if args.branch and not args.base:
         raise UsageError("--branch needs --base NODE (the node to branch from)")
+    if args.base:
+        with _open(args.store) as store:
+            _lookup(store, args.base, store.status)
     if args.analysis:
         from .runner import run_analyses
 
         node = run_analyses(args.job, args.analysis, args.sources, base=args.base, store=args.store)
     else:
-        node = run_job(args.job, args.sources, base=args.base, branch=args.branch, store=args.store)
+        node = _run(args)
     print(f"node {node}", flush=True)
     return 0
+
+
+def _run(args: argparse.Namespace) -> Node:
+    """Build and run the job; a failure carries a note naming the node it marked failed."""
+    instance = build_job(args.job, args.sources, base=args.base, store=args.store)
+    try:
+        return run_job(instance, branch=args.branch)
+    except BaseException as err:
+        try:
+            node = instance.node
+        except Exception:  # failed before setup chose a node
+            node = None
+        if node is not None:
+            err.add_note(f"node {node} marked failed")
+        raise
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
     """Print the job's whole config (defaults, or with the given sources) as commented YAML."""
     cls = resolve(args.job)
-    config = hydrate(cls.CONFIG, *args.sources)
-    sys.stdout.write(to_yaml(config))
+    sys.stdout.write(to_yaml(hydrate(cls.CONFIG, *args.sources)))
     return 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     """List registered jobs with their one-line description."""
-    for name, cls in jobs().items():
+    registered = jobs()
+    width = max((len(name) for name in registered), default=0)
+    for name, cls in registered.items():
         doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"{name:<28} {doc[0] if doc else ''}")
+        print(f"{name:<{width}}  {doc[0] if doc else ''}".rstrip())
     return 0
 
 
-def _query(store: Store, args: argparse.Namespace):
-    query = store.query()
-    if args.lineage:
-        node = Node.parse(args.lineage)
-        query = query.name(node.name).nonce(node.nonce)
-    if args.name:
-        query = query.name(Node.clean_name(args.name))
-    if args.nonce:
-        query = query.nonce(args.nonce)
-    if args.seq is not None:
-        query = query.seq(args.seq)
-    if args.checkpoint:
-        query = query.checkpoint()
-    if args.artifact is not None:
-        query = query.artifact(args.artifact or None)
-    for key, op, value in args.where:
-        query = query.where(key, op, _scalar(value))
-    query = query.sort(args.sort or "seq", ascending=not args.desc) if (args.sort or args.lineage) else query
-    if args.limit is not None:
-        query = query.limit(args.limit)
-    return query
+# ---- store access -------------------------------------------------------------------------------
+
+def _open(where: str | None) -> Store:
+    """The store opened read-only; a missing store or one of another version is a usage error."""
+    store = None
+    try:
+        store = Store(where, readonly=True)
+        store.query().limit(0).count()
+    except StoreError as err:
+        if store is not None:
+            store.close()
+        raise UsageError(str(err)) from None
+    return store
 
 
-def _scalar(text: str) -> Any:
+def _lookup(store: Store, address: str, read: Callable[[Node], R], artifact: str | None = None) -> R:
+    """`read(node)`, turning 'no such node / artifact' store errors into usage errors (exit 2)."""
+    node = Node.parse(address)
+    try:
+        return read(node)
+    except StoreError as err:
+        if not store.node_exists(node) or (artifact is not None and artifact not in store.artifact_names(node)):
+            raise UsageError(str(err)) from None
+        raise
+
+
+# ---- ls -----------------------------------------------------------------------------------------
+
+def _where_value(key: str, op: str, text: str) -> Any:
+    """A --where VALUE: JSON when it parses (numbers, true, null, lists), else text; `in` also takes a,b,c."""
+    if key in _TEXT_KEYS and op != "in":
+        return text
+    value = _json_or_text(text)
+    if op == "in" and not isinstance(value, list):
+        value = [item if key in _TEXT_KEYS else _json_or_text(item) for item in text.split(",")]
+    return value
+
+
+def _json_or_text(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
         return text
 
 
+def _query(store: Store, args: argparse.Namespace):
+    """The store query the ls filters describe."""
+    query = store.query()
+    if args.lineage:
+        node = Node.parse(args.lineage)
+        query = query.name(node.name).nonce(node.nonce)
+    if args.name:
+        query = query.name(*args.name)
+    if args.nonce:
+        query = query.nonce(*args.nonce)
+    for status in args.status or ():
+        if status not in STATUSES:
+            raise UsageError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}{hint(status, STATUSES)}")
+    if args.status:
+        query = query.where("status", "in", list(args.status))
+    if args.seq:
+        query = query.seq(*args.seq)
+    if args.checkpoint:
+        query = query.checkpoint()
+    if args.artifact is not None:
+        query = query.artifact(args.artifact or None)
+    for key, op, value in args.where:
+        query = query.where(key, op, _where_value(key, op, value))
+    sorts = args.sort or (["seq"] if args.lineage else ["created", "seq"] if args.desc else [])
+    for key in sorts:
+        query = query.sort(key, ascending=not args.desc)
+    if args.limit is not None:
+        query = query.limit(args.limit)
+    return query
+
+
+def _keys(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise UsageError(f"--keys {text!r} names no keys: expected K1,K2 (e.g. train/loss,val/accuracy)")
+    return keys
+
+
 def _plain(row: dict) -> dict:
-    """A row without payload bytes, safe for JSON and tables."""
-    return {k: v for k, v in row.items() if k != "payload"}
+    """A row without payload bytes, with paths as text: safe for JSON and tables."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in row.items() if k != "payload"}
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """List nodes or artifacts matching the filters."""
-    with Store(args.store) as store:
-        rows = [_plain(r) for r in _query(store, args).select()]
+    """List nodes or artifacts matching the filters, as a table, JSON or bare addresses."""
+    keys = _keys(args.keys)
+    with _open(args.store) as store:
+        query = _query(store, args)
+        if args.latest:
+            latest = query.latest(keys)
+            rows = [latest] if latest is not None else []
+        else:
+            rows = query.select(keys)
+    rows = [_plain(r) for r in rows]
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return 0
-    if args.artifact is not None:
-        cols = ["node", "name", "version", "filename", "size"]
+        print(_json(rows))
+    elif args.quiet:
+        for address in dict.fromkeys(r["node"] for r in rows):
+            print(address)
+    elif not rows:
+        print("no " + ("artifacts" if args.artifact is not None else "nodes") + " match", file=sys.stderr)
     else:
-        cols = ["node", "status"] + sorted({k for r in rows for k in r} - {"node", "name", "nonce", "seq", "status", "created"})[:6]
-    _print_table(rows, cols)
+        _print_table(rows, _columns(rows, args, keys))
     return 0
+
+
+def _columns(rows: list[dict], args: argparse.Namespace, keys: list[str] | None) -> list[str]:
+    """Table columns: identity, then the keys asked for, filtered or sorted on, then the most common values."""
+    if args.artifact is not None:
+        fixed = list(_ARTIFACT_COLUMNS)
+        fixed += ["checkpoint"] if args.checkpoint else []
+        return fixed + [k for k in (keys or []) if k not in fixed]
+    fixed = ["node", "status"] + (["checkpoint"] if args.checkpoint else [])
+    present = Counter(k for r in rows for k in r if k not in _NODE_COLUMNS)
+    if keys is not None:
+        return fixed + keys
+    chosen = [k for k in [w[0] for w in args.where] + (args.sort or []) if k in present]
+    ranked = sorted(present, key=lambda k: (not _is_metric(k), -present[k], k))
+    return fixed + list(dict.fromkeys(chosen + ranked))[:_DEFAULT_VALUE_COLUMNS]
+
+
+def _is_metric(key: str) -> bool:
+    """Losses and accuracies: the values a reader of a run table looks for first."""
+    last = key.rsplit("/", 1)[-1]
+    return "loss" in last or "acc" in last
 
 
 def _print_table(rows: list[dict], cols: list[str]) -> None:
     cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    for line in [cols] + cells:
+        print("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip())
+
+
+def _json(data: Any) -> str:
+    """Strict JSON (NaN and infinities become the strings "nan", "inf", "-inf"), for jq and friends."""
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(data), indent=2, allow_nan=False)
 
 
 def _fmt(value: Any) -> str:
@@ -113,47 +242,88 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# ---- show, get ----------------------------------------------------------------------------------
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """Show one node: status, parents, values, artifacts and checkpoint."""
-    with Store(args.store) as store:
-        record = store.get(args.node)
+    """Show one node: status, lineage, values, artifacts, checkpoint and config."""
+    with _open(args.store) as store:
+        record = _lookup(store, args.node, store.get)
+        children = store.children(record.node)
     data = {
-        "node": str(record.node), "status": record.status,
-        "parents": [str(p) for p in record.parents],
+        "node": str(record.node), "status": record.status, "error": record.error, "created": record.created,
+        "parents": [str(p) for p in record.parents], "children": [str(c) for c in children],
         "checkpoint": str(record.checkpoint) if record.checkpoint else None,
         "values": record.values,
-        "artifacts": {name: {"filename": p["filename"], "size": len(p["content"])} for name, p in record.artifacts.items()},
+        "artifacts": {name: {"filename": p.filename, "size": len(p.content)} for name, p in record.artifacts.items()},
         "config": record.config,
     }
     if args.json:
-        print(json.dumps(data, indent=2, default=str))
+        print(_json(data))
         return 0
-    print(f"node        {data['node']}\nstatus      {data['status']}")
-    print(f"parents     {', '.join(data['parents']) or '-'}\ncheckpoint  {data['checkpoint'] or '-'}")
-    print("values:" if data["values"] else "values: -")
-    for key, value in sorted(data["values"].items()):
-        print(f"  {key:<30} {_fmt(value)}")
-    print("artifacts:" if data["artifacts"] else "artifacts: -")
-    for name, meta in sorted(data["artifacts"].items()):
-        print(f"  {name:<30} {meta['filename']} ({meta['size']} bytes)")
+    created = datetime.fromtimestamp(record.created).isoformat(sep=" ", timespec="seconds")
+    head = [("node", data["node"]), ("status", data["status"]), ("error", data["error"]), ("created", created),
+            ("parents", ", ".join(data["parents"])), ("children", ", ".join(data["children"])),
+            ("checkpoint", data["checkpoint"])]
+    for label, value in head:
+        if label != "error" or value:
+            print(f"{label:<11} {value or '-'}")
+    _section("values", ((k, _fmt(v)) for k, v in sorted(data["values"].items())))
+    _section("artifacts", ((name, f"{meta['filename']} ({meta['size']} bytes)")
+                           for name, meta in sorted(data["artifacts"].items())))
+    _section("config", ((k, _fmt(v)) for k, v in _flatten(data["config"] or {})))
     return 0
+
+
+def _section(title: str, items: Iterable[tuple[str, str]]) -> None:
+    items = list(items)
+    print(f"{title}:" if items else f"{title}: -")
+    width = max((len(k) for k, _ in items), default=0)
+    for key, text in items:
+        print(f"  {key:<{width}}  {text}")
+
+
+def _flatten(tree: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        out += _flatten(value, path + "/") if isinstance(value, dict) and value else [(path, value)]
+    return out
 
 
 def cmd_get(args: argparse.Namespace) -> int:
     """Write an artifact's exact bytes to a file (atomically) or stdout."""
-    with Store(args.store) as store:
-        payload = store.artifact(args.node, args.name, version=args.version)
-    content = payload["content"]
+    with _open(args.store) as store:
+        payload = _lookup(store, args.node, lambda n: _artifact(store, n, args.name, args.version), args.name)
+    content = payload.content
     if not args.output:
         sys.stdout.buffer.write(content)
         sys.stdout.buffer.flush()
         return 0
     out = Path(args.output)
     if out.is_dir():
-        out = out / payload["filename"]
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=f".{out.name}.")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
-    os.replace(tmp, out)
+        out = out / payload.filename
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {str(out)!r}: folder {str(out.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     print(f"wrote {out} ({len(content)} bytes)", file=sys.stderr)
     return 0
+
+
+def _artifact(store: Store, node: Node, name: str, version: int | None):
+    """The artifact payload; an unknown version is a usage error listing the stored ones."""
+    try:
+        return store.artifact(node, name, version=version)
+    except StoreError as err:
+        if version is None or name not in store.artifact_names(node):
+            raise
+        versions = [v for v, _ in store.artifact_history(node, name)]
+        if version in versions:
+            raise
+        raise UsageError(f"{err}; stored versions: {', '.join(map(str, versions))}") from None

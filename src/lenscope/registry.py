@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 from .errors import UsageError, hint
@@ -13,11 +16,14 @@ from .errors import UsageError, hint
 T = TypeVar("T", bound=type)
 
 _JOBS: dict[str, type] = {}  # explicit registry: name -> job class
-_BUILTIN_MODULES = ("lenscope.examples.grokking_analyses",)
+_BUILTIN_MODULES = ("lenscope.examples.grokking", "lenscope.examples.grokking_analyses", "lenscope.examples.grokking_probe")
+_FORMS = "a registered name (`lenscope jobs`), package.module:Class or path/to/file.py:Class"
 
 
 def job(name: str):
     """Register a job class under `name` (e.g. "grokking/train")."""
+    if not isinstance(name, str) or not name.strip() or ":" in name:
+        raise UsageError(f"bad job name {name!r}: expected a non-empty name without ':', e.g. 'grokking/train'")
 
     def register(cls: T) -> T:
         existing = _JOBS.get(name)
@@ -43,46 +49,87 @@ def jobs() -> dict[str, type]:
 
 
 def job_name(cls: type) -> str:
-    """The registered name of a job class, else its dotted path."""
-    return getattr(cls, "JOB_NAME", None) or f"{cls.__module__}:{cls.__qualname__}"
+    """The name a job class registered itself under, else `module:Class` (subclasses do not inherit it)."""
+    return cls.__dict__.get("JOB_NAME") or f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _from_file(path: str, attr: str) -> Any:
-    file = Path(path)
+def _module_name(file: Path) -> str:
+    """A stable module name for a job file: its stem when that is free, else stem plus a path hash."""
+    stem = re.sub(r"\W", "_", file.stem)
+    if stem.isidentifier():
+        loaded = sys.modules.get(stem)
+        if loaded is not None:
+            if _same_file(getattr(loaded, "__file__", None), file):
+                return stem
+        else:
+            try:
+                spec = importlib.util.find_spec(stem)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None or _same_file(spec.origin, file):
+                return stem
+    digest = hashlib.sha1(str(file).encode()).hexdigest()[:8]
+    return f"lenscope_jobfile_{digest}_{stem}"
+
+
+def _same_file(origin: str | None, file: Path) -> bool:
+    return bool(origin) and Path(origin).resolve() == file
+
+
+def _load_file(path: str) -> ModuleType:
+    file = Path(path).expanduser()
     if not file.is_file():
-        raise UsageError(f"job file {path!r} does not exist")
-    mod_name = f"lenscope_user_{abs(hash(file.resolve()))}"
-    spec = importlib.util.spec_from_file_location(mod_name, file)
+        raise UsageError(f"job file {path!r} does not exist (expected path/to/file.py:Class)")
+    file = file.resolve()
+    name = _module_name(file)
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return _attr(module, attr, path)
-
-
-def _attr(module: Any, attr: str, where: str) -> Any:
+    sys.modules[name] = module  # dataclasses and type hints look the module up while it executes
     try:
-        return getattr(module, attr)
-    except AttributeError:
-        names = [n for n in dir(module) if isinstance(getattr(module, n), type)]
-        raise UsageError(f"{where} has no class {attr!r}{hint(attr, names)}") from None
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _job_class(module: Any, attr: str, where: str) -> type:
+    obj = getattr(module, attr, None)
+    if obj is None:
+        classes = {n: v for n, v in vars(module).items() if isinstance(v, type) and hasattr(v, "CONFIG")}
+        names = [n for n, v in classes.items() if v.__module__ == module.__name__] or list(classes)
+        found = f"; its job classes: {', '.join(sorted(names))}" if names else "; it defines no job classes"
+        raise UsageError(f"{where} has no class {attr!r}{hint(attr, names)}{found}")
+    if not (isinstance(obj, type) and hasattr(obj, "CONFIG")):
+        raise UsageError(f"{where}:{attr} is not a job (a class with a CONFIG, e.g. a BaseTrainer subclass)")
+    return obj
 
 
 def resolve(spec: str | type) -> type:
     """The job class for a registered name, `package.module:Class` or `path/file.py:Class`."""
     if isinstance(spec, type):
         return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise UsageError(f"expected a job: {_FORMS}; got {spec!r}")
     registered = jobs()
     if spec in registered:
         return registered[spec]
     if ":" in spec:
         where, attr = spec.rsplit(":", 1)
+        if not where or not attr.isidentifier():
+            raise UsageError(f"malformed job {spec!r}: expected package.module:Class or path/to/file.py:Class")
         if where.endswith(".py"):
-            return _from_file(where, attr)
+            return _job_class(_load_file(where), attr, where)
         try:
             module = importlib.import_module(where)
         except ImportError as err:
             raise UsageError(f"cannot import job module {where!r}: {err}") from None
-        return _attr(module, attr, where)
+        return _job_class(module, attr, where)
+    by_node_name = {name.replace("/", "."): cls for name, cls in registered.items()}
+    if spec in by_node_name:  # the node-name spelling of a registered job, e.g. grokking.train
+        return by_node_name[spec]
     raise UsageError(
         f"unknown job {spec!r}{hint(spec, registered)}; registered jobs: {', '.join(registered) or '(none)'}"
         " (or give package.module:Class or path/to/file.py:Class)"
