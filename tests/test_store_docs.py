@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-DOC = Path(__file__).parents[1] / "docs" / "store.md"
+from doc_blocks import DOCS, run_doc
 
 
 def test_store_docs_examples_run(tmp_path, capsys):
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-    assert len(blocks) >= 3
-    code = "\n".join(blocks).replace('"/tmp/lenscope-demo"', repr(str(tmp_path / "demo")))
-    namespace: dict = {}
-    exec(compile(code, str(DOC), "exec"), namespace)
+    namespace = run_doc(DOCS / "store.md", {'"/tmp/lenscope-demo"': repr(str(tmp_path / "demo"))}, min_blocks=3)
     out = capsys.readouterr().out
     assert "{'train/loss': 1.5, 'train/acc': 0.1}" in out and "done running" in out
     rows = namespace["q"].name("grokking/train").where("train/loss", "<", 2.0).select()
