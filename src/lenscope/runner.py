@@ -32,3 +32,28 @@ def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | 
     finally:
         instance.cleanup()
     return instance.node
+
+
+def run_analyses(job: str | type | Any, analyses: Sequence[Any], sources: Sequence[Any] = (), *,
+                 base: Node | str | None = None, store: Store | str | os.PathLike | None = None) -> Node:
+    """Run analyses on a job's state (its `base` checkpoint, else fresh initialization) and return the node they attach to.
+
+    `analyses` holds AnalysisCfg objects, registered names, classes, or `--analysis` texts
+    (`NAME`, `NAME,key=value,...` or a YAML file); all are checked before anything is written.
+    """
+    from .analysis.cfg import AnalysisCfg
+    from .analysis.multi import check_cfgs
+
+    cfgs = [cfg for item in analyses for cfg in (AnalysisCfg.parse(item) if isinstance(item, str) else [item])]
+    instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
+    try:
+        check_cfgs(instance, tuple(cfgs))  # every cfg, before anything is written
+        instance.run_analysis(*cfgs)
+    except BaseException as err:
+        instance.finish(err)
+        raise
+    else:
+        instance.finish()
+    finally:
+        instance.cleanup()
+    return instance.node

@@ -1,0 +1,5 @@
+"""General analyses for any Flax linen model, selected by module path; registered in `lenscope.ops`."""
+
+from .base import OpAnalysis, layer_output
+
+__all__ = ["OpAnalysis", "layer_output"]

@@ -1,0 +1,146 @@
+"""Table mode (D2): batch by batch over the analysis split, rows streamed into a Dataset, saved as NAME.parquet.
+
+Every process computes every batch (results are gathered); process 0 alone builds the Dataset
+and writes the file, so one table holds the examples of all processes. Memory holds one batch
+plus the Arrow writer's buffer, whatever the split size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import field
+from ..errors import LenscopeError
+from ..training.progress import Progress
+from .publish import render, write_atomic
+from .tables import Column, features, parse_schema
+
+
+@dataclass
+class TableConfig:
+    """Config a table analysis may compose into its CONFIG: how many batches of the split to run."""
+
+    max_batches: int = field("analysis/max_batches", default=0, help="table mode: batches of the analysis split to run; 0 means all")
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """Hide `datasets`' own progress bar for the duration (ours counts batches)."""
+    from datasets.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
+
+
+def build_dataset(rows: Callable[[], Iterator[dict[str, Any]]], schema: Mapping[str, Column],
+                  cache_dir: str | os.PathLike | None = None, writer_batch_size: int | None = None) -> Any:
+    """`Dataset.from_generator` over `rows()` with the schema's features, in a private temporary Arrow cache."""
+    import datasets
+
+    folder = tempfile.mkdtemp(prefix="lenscope-table-", dir=cache_dir)
+    try:
+        with _quiet_datasets():
+            dataset = datasets.Dataset.from_generator(
+                rows, features=features(schema), cache_dir=folder, fingerprint=uuid.uuid4().hex,
+                writer_batch_size=writer_batch_size)
+    except datasets.exceptions.DatasetGenerationError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        cause = err.__cause__
+        while cause is not None and not isinstance(cause, LenscopeError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise cause.with_traceback(cause.__traceback__) from None
+        raise
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    weakref.finalize(dataset, shutil.rmtree, folder, ignore_errors=True)
+    return dataset
+
+
+def write_parquet(dataset: Any, path: Path, batch_size: int | None = None) -> Path:
+    """Write the dataset as Parquet to `path` through a temporary name, `batch_size` rows at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        with _quiet_datasets():
+            dataset.to_parquet(tmp, batch_size=batch_size)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def batch_limit(analysis: Any, split: str) -> int:
+    """Batches to run: the split's full batches, capped by AnalysisCfg.max_batches or config analysis/max_batches."""
+    total = analysis.data.num_batches(split)
+    cfg = getattr(analysis, "analysis_cfg", None)
+    limit = cfg.max_batches if cfg is not None and cfg.max_batches else getattr(analysis.args, "max_batches", 0)
+    return min(total, limit) if limit else total
+
+
+def run_table(analysis: Any) -> Any:
+    """Table mode of `analysis.run()`: returns the Dataset on process 0 (None elsewhere); fires the analysis hooks."""
+    from .execution import execute_analysis_step
+
+    schema = parse_schema(analysis.output_schema())
+    split = analysis.SPLIT
+    count = batch_limit(analysis, split)
+    writer = analysis.is_writer
+    analysis.on_analysis_start()
+    progress = Progress(count, desc=f"{analysis.NAME} (table)") if writer else None
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for index in range(count):
+            yield from execute_analysis_step(analysis, analysis.batch(split, index))
+            if progress is not None:
+                progress.update()
+
+    try:
+        if writer:
+            dataset = build_dataset(rows, schema, writer_batch_size=analysis.data.global_batch_size(split))
+        else:  # the same steps (and so the same collectives: results and batch columns are gathered) as process 0
+            for _ in rows():
+                pass
+            dataset = None
+    finally:
+        if progress is not None:
+            progress.close()
+    analysis.on_analysis_epoch_end(dataset)
+    if writer:
+        _publish_table(analysis, dataset)
+    analysis.on_analysis_end(dataset)
+    return dataset
+
+
+def _publish_table(analysis: Any, dataset: Any) -> None:
+    """NAME.parquet in results and on the node (same bytes); plot(dataset) beside it as NAME.pdf / NAME.json."""
+    name, folder = analysis.NAME, analysis.results_dir()
+    rows = analysis.data.global_batch_size(analysis.SPLIT)
+    content = write_parquet(dataset, folder / f"{name}.parquet", rows).read_bytes()  # the store takes bytes
+    analysis.lineage.put_artifact(name, f"{name}.parquet", content)
+    rendered = render(name, analysis.plot(dataset))
+    if rendered is not None:
+        filename, figure = rendered
+        write_atomic(folder / filename, figure)
+        analysis.lineage.put_artifact(f"{name}.plot", filename, figure)

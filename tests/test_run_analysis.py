@@ -1,0 +1,233 @@
+"""AnalysisCfg and run_analysis (D4): names_filter globs, one restore for many analyses, hooks in order, the CLI,
+output/input stores, and JAX's persistent compilation cache shared by a second process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lenscope.analysis.cfg import AnalysisCfg, match_paths
+from lenscope.analysis.execution import execute_analysis_op
+from lenscope.analysis.trace import CaptureError
+from lenscope.cli import main as cli_main
+from lenscope.errors import ConfigError, UsageError
+from lenscope.examples.grokking import GrokTrainer
+from lenscope.examples.grokking_analyses import FourierAnalysis
+from lenscope.runner import run_job
+from lenscope.store import Store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from table_jobs import Recorder, RecordingTable
+
+PATHS = ["", "embed", "blocks_0", "blocks_0/attn", "blocks_0/attn/query", "blocks_0/attn/key", "blocks_0/attn/value",
+         "blocks_0/attn/out", "blocks_0/mlp", "blocks_0/mlp/fc_in", "blocks_0/mlp/fc_out", "unembed"]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A 20-step grokking run with a checkpoint on its last node, shared by the tests of this module."""
+    from conftest import TINY
+
+    root = tmp_path_factory.mktemp("base")
+    tiny = TINY + [f"logging/results={root / 'results'}", "training/steps=20", "training/analyze=false"]
+    node = run_job(GrokTrainer, tiny, store=root / "runs")
+    return root, tiny, node
+
+
+class CountingTrainer(GrokTrainer):
+    """GrokTrainer counting checkpoint restores (each goes through surgery once)."""
+
+    restores = 0
+
+    def surgery(self, state: Any, saved: Any) -> Any:
+        """Count, then the default partial restore."""
+        type(self).restores += 1
+        return super().surgery(state, saved)
+
+
+class GrokRecorder(Recorder, GrokTrainer):
+    """The hook recorder bound to the grokking trainer, for tandem use."""
+
+    NAME = "grok_recorder"
+
+
+class HookedTrainer(GrokTrainer):
+    """A trainer running the recorder in tandem."""
+
+    ANALYSIS = (GrokRecorder,)
+
+
+# -- names_filter ------------------------------------------------------------------------
+def test_globs_stay_within_a_path_part_unless_doubled():
+    assert match_paths("blocks_*", PATHS) == ["blocks_0"]
+    assert match_paths("blocks_*/*", PATHS) == ["blocks_0/attn", "blocks_0/mlp"]
+    assert match_paths("**/fc_?*", PATHS) == ["blocks_0/mlp/fc_in", "blocks_0/mlp/fc_out"]
+    assert match_paths("**", PATHS) == PATHS and match_paths("", PATHS) == [""]
+    assert match_paths("blocks_0/attn/[qk]*", PATHS) == ["blocks_0/attn/query", "blocks_0/attn/key"]
+    assert match_paths("blocks_0/attn/[!qk]*", PATHS) == ["blocks_0/attn/value", "blocks_0/attn/out"]
+    assert match_paths(["unembed", "embed"], PATHS) == ["embed", "unembed"]  # call order, not filter order
+
+
+def test_names_filter_replaces_select_keeping_its_form(tmp_path, tiny):
+    trainer = GrokTrainer(tiny, store=tmp_path / "runs")
+    stats = execute_analysis_op(trainer, None, AnalysisCfg("activation_stats", names_filter=["unembed", "blocks_*/*"]))
+    assert sorted(stats) == ["blocks_0/attn", "blocks_0/mlp", "unembed"]  # results are pytrees: dict keys sorted
+    default = execute_analysis_op(trainer, None, AnalysisCfg("activation_stats"))
+    assert sorted(default) == sorted(PATHS[1:])
+    # FourierAnalysis.select returns one path (a str): a filter matching one path keeps that form
+    spectrum = execute_analysis_op(trainer, None, AnalysisCfg(FourierAnalysis, names_filter="emb*"))
+    plain = execute_analysis_op(trainer, None, AnalysisCfg(FourierAnalysis))
+    np.testing.assert_array_equal(spectrum["norm"], plain["norm"])
+    with pytest.raises(CaptureError, match="analyzes one path.*matches 2"):
+        execute_analysis_op(trainer, None, AnalysisCfg(FourierAnalysis, names_filter="blocks_0/*"))
+    with pytest.raises(CaptureError, match=r"matches none.*did you mean.*blocks_0/attn.*discovered: '' \(root\)"):
+        execute_analysis_op(trainer, None, AnalysisCfg("activation_stats", names_filter="blocks_0/atn"))
+
+
+# -- run_analysis --------------------------------------------------------------------------
+def test_run_analysis_restores_once_and_runs_each_analysis_in_turn(base):
+    root, tiny, node = base
+    store = Store(root / "runs")
+    nodes_before = store.query().all()
+    CountingTrainer.restores = 0
+    Recorder.EVENTS.clear()
+    trainer = CountingTrainer(tiny, base=node, store=store)
+    results = trainer.run_analysis(Recorder, "grokking/fourier", AnalysisCfg(RecordingTable, max_batches=1),
+                                   AnalysisCfg(Recorder, name="again"), "activation_stats")
+    assert CountingTrainer.restores == 1
+    assert list(results) == ["recorder", "fourier", "recording_table", "again", "activation_stats"]
+    assert Recorder.EVENTS == [(e, n) for n in ("recorder", "recording_table", "again") for e in ("start", "epoch_end", "end")]
+    assert int(results["recorder"]["layers"]) == len(PATHS) - 1
+    assert results["recording_table"].num_rows == trainer.data.size("validation")
+    # everything attached to the base node: no new node, no status change
+    assert trainer.node == node and store.query().all() == nodes_before and store.status(node) == "done"
+    assert {"fourier", "recording_table", "activation_stats"} <= set(store.artifact_names(node))
+    assert (trainer.results_dir() / "fourier.pdf").is_file()
+    again = trainer.run_analysis("grokking/summary")  # state is reused: no second restore
+    assert CountingTrainer.restores == 1 and 0 <= again["summary"]["accuracy"] <= 1
+
+
+def test_hooks_fire_in_tandem_and_standalone(tmp_path, tiny):
+    Recorder.EVENTS.clear()
+    run_job(HookedTrainer, tiny, store=tmp_path / "runs")  # validation at steps 20 and 40
+    assert Recorder.EVENTS == [(e, "grok_recorder") for e in ("start", "epoch_end", "end")] * 2
+    Recorder.EVENTS.clear()
+    run_job(GrokRecorder, tiny, store=tmp_path / "runs")
+    assert Recorder.EVENTS == [(e, "grok_recorder") for e in ("start", "epoch_end", "end")]
+
+
+def test_bad_cfgs_fail_before_anything_is_written(tmp_path, tiny):
+    trainer = GrokTrainer(tiny, store=tmp_path / "runs")
+    with pytest.raises(UsageError, match="both save results as 'recorder'"):
+        trainer.run_analysis(Recorder, AnalysisCfg(Recorder))
+    with pytest.raises(UsageError, match="unknown analysis 'activation_stat'.*did you mean activation_stats"):
+        trainer.run_analysis("activation_stat")
+    with pytest.raises(UsageError, match="no parameter 'exampels'.*did you mean examples"):
+        trainer.run_analysis(AnalysisCfg("attention_patterns", params={"exampels": 2}))
+    with pytest.raises(UsageError, match="analyzes GrokTrainer jobs"):
+        from table_jobs import WideTrainer
+
+        WideTrainer([f"logging/results={tmp_path}"], store=tmp_path / "runs").run_analysis("grokking/fourier")
+    with pytest.raises(ConfigError, match="names_filter"):
+        AnalysisCfg("activation_stats", names_filter=[])
+    assert trainer.state is None and Store(tmp_path / "runs").query().all() == []
+
+
+def test_analysis_cfg_from_yaml_and_command_line_text(tmp_path):
+    assert AnalysisCfg.parse("activation_stats,names_filter=[embed,'blocks_*'],max_batches=2,examples=3") == [
+        AnalysisCfg("activation_stats", names_filter=("embed", "blocks_*"), max_batches=2, params={"examples": 3})]
+    file = tmp_path / "steps.yaml"
+    file.write_text(textwrap.dedent("""\
+        analyses:
+          - grokking/probe_acts
+          - analysis: grokking/probe
+            name: probe_a
+            input_store: probe_acts
+            params: {properties: [a%3]}
+            output_schema: null
+        """))
+    first, second = AnalysisCfg.parse(str(file))
+    assert first == AnalysisCfg("grokking/probe_acts")
+    assert second.name == "probe_a" and second.input_store == "probe_acts" and second.params == {"properties": ["a%3"]}
+    with pytest.raises(ConfigError, match="unknown AnalysisCfg key 'names_fliter'.*did you mean names_filter"):
+        AnalysisCfg.from_dict({"analysis": "activation_stats", "names_fliter": "x"})
+    with pytest.raises(UsageError, match="is not key=value"):
+        AnalysisCfg.parse("activation_stats,oops")
+
+
+def test_lenscope_run_with_several_analyses(base, capsys):
+    root, tiny, node = base
+    code = cli_main(["run", "grokking/train", *tiny, "--base", str(node), "--store", str(root / "runs"),
+                     "--analysis", "activation_stats,names_filter=blocks_*", "--analysis", "grokking/probe_acts,name=acts"])
+    assert code == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"node {node}"
+    store = Store(root / "runs")
+    stats = json.loads(store.artifact(node, "activation_stats").content)
+    assert list(stats["layers"]) == ["blocks_0"]
+    assert store.artifact(node, "acts").filename == "acts.parquet"
+    code = cli_main(["run", "grokking/train", *tiny, "--base", str(node), "--store", str(root / "runs"),
+                     "--analysis", "activation_stats,bogus=1"])
+    assert code == 2 and "no parameter 'bogus'" in capsys.readouterr().err
+
+
+def test_output_store_a_node_or_another_store(base, tmp_path):
+    root, tiny, node = base
+    store = Store(root / "runs")
+    target = store.new_node("collected")
+    trainer = GrokTrainer(tiny, base=node, store=store)
+    trainer.run_analysis(AnalysisCfg("grokking/summary", output_store=str(target)),
+                         AnalysisCfg("activation_stats", output_store=tmp_path / "elsewhere"))
+    assert store.artifact(target, "summary").filename == "summary.json"
+    other = Store(tmp_path / "elsewhere")
+    (exported,) = other.query().all()
+    assert other.config(exported)["source"] == str(node) and other.status(exported) == "done"
+    assert json.loads(other.artifact(exported, "activation_stats").content)["layers"]
+
+
+# -- persistent compilation cache ---------------------------------------------------------
+_CACHE_SCRIPT = """
+import json, logging, sys
+sys.path.insert(0, {tests!r})
+hits, misses = [], []
+
+class Watch(logging.Handler):
+    def emit(self, record):
+        text = record.getMessage()
+        name = text.split("'")[1] if "'" in text else text
+        if text.startswith("Persistent compilation cache hit"):
+            hits.append(name)
+        elif text.startswith("PERSISTENT COMPILATION CACHE MISS") or "cache miss" in text.lower():
+            misses.append(name)
+
+logger = logging.getLogger("jax._src.compiler")
+logger.setLevel(logging.DEBUG)
+logger.addHandler(Watch())
+from conftest import TINY
+from lenscope.analysis.cfg import AnalysisCfg
+from lenscope.examples.grokking import GrokTrainer
+trainer = GrokTrainer(TINY + ["logging/results={root}/results"], store={root!r} + "/runs")
+trainer.run_analysis(AnalysisCfg("activation_stats", cache_dir={cache!r}))
+print(json.dumps({{"hits": hits, "misses": misses}}))
+"""
+
+
+def test_cache_dir_lets_a_second_process_load_the_compiled_analysis(tmp_path):
+    cache = tmp_path / "jax-cache"
+    script = _CACHE_SCRIPT.format(tests=str(Path(__file__).parent), root=str(tmp_path), cache=str(cache))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert not [h for h in first["hits"] if "capture" in h] and [m for m in first["misses"] if "capture" in m]
+    assert any(f.is_file() for f in cache.rglob("*"))
+    assert [h for h in second["hits"] if "capture" in h], second
+    assert not [m for m in second["misses"] if "capture" in m]
