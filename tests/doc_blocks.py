@@ -24,5 +24,6 @@ def run_doc(doc: Path, replace: Mapping[str, str] | None = None, min_blocks: int
         assert old in code, f"{old!r} does not occur in the python blocks of {doc.name}"
         code = code.replace(old, new)
     namespace: dict[str, Any] = {"__name__": f"docs_{doc.stem}"}
-    exec(compile(code, str(doc), "exec"), namespace)
+    # dont_inherit: the doc runs as written, not under this file's `from __future__ import annotations`
+    exec(compile(code, str(doc), "exec", dont_inherit=True), namespace)
     return namespace

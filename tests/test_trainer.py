@@ -153,3 +153,17 @@ def test_batches_are_deterministic_per_node(tiny, store_root):
         a, b = one.batch("train", index), two.batch("train", index)
         np.testing.assert_array_equal(a["inputs"], b["inputs"])
     assert not np.array_equal(one.batch("train", 0)["inputs"], one.batch("train", 1)["inputs"])
+
+
+def test_store_url_from_config_is_used_when_no_store_is_given(tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trainer = GrokTrainer(tiny + [f"store/url={tmp_path / 'configured'}"])
+    assert trainer.store.root == (tmp_path / "configured").resolve() or trainer.store.root == tmp_path / "configured"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_public_api_names_resolve():
+    import lenscope
+
+    for name in lenscope.__all__:
+        assert getattr(lenscope, name) is not None, name

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -16,6 +14,7 @@ from typing import Any, TypeVar
 
 from .config import hydrate, to_yaml
 from .errors import StoreError, UsageError, hint
+from .files import write_atomic
 from .registry import jobs, resolve
 from .runner import build_job, run_job
 from .store import Node, Store
@@ -304,14 +303,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         out = out / payload.filename
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {str(out)!r}: folder {str(out.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(out, content)
     print(f"wrote {out} ({len(content)} bytes)", file=sys.stderr)
     return 0
 

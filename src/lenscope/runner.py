@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .registry import resolve
@@ -17,13 +17,10 @@ def build_job(job: str | type, sources: Sequence[Any] = (), *, base: Node | str 
     return cls(list(sources), base=base, store=store)
 
 
-def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | str | None = None,
-            branch: bool = False, store: Store | str | os.PathLike | None = None) -> Node:
-    """Run a job to completion and return its final node; the node is marked failed on error."""
-    instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
+def _lifecycle(instance: Any, body: Callable[[], Any]) -> Node:
+    """Run `body`, mark the job's node done (or failed, re-raising), and always clean up."""
     try:
-        instance.setup(resume=not branch)
-        instance.run()
+        body()
     except BaseException as err:
         instance.finish(err)
         raise
@@ -32,6 +29,18 @@ def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | 
     finally:
         instance.cleanup()
     return instance.node
+
+
+def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | str | None = None,
+            branch: bool = False, store: Store | str | os.PathLike | None = None) -> Node:
+    """Run a job to completion and return its final node; the node is marked failed on error."""
+    instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
+
+    def body() -> None:
+        instance.setup(resume=not branch)
+        instance.run()
+
+    return _lifecycle(instance, body)
 
 
 def run_analyses(job: str | type | Any, analyses: Sequence[Any], sources: Sequence[Any] = (), *,
@@ -46,14 +55,9 @@ def run_analyses(job: str | type | Any, analyses: Sequence[Any], sources: Sequen
 
     cfgs = [cfg for item in analyses for cfg in (AnalysisCfg.parse(item) if isinstance(item, str) else [item])]
     instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
-    try:
+
+    def body() -> None:
         check_cfgs(instance, tuple(cfgs))  # every cfg, before anything is written
         instance.run_analysis(*cfgs)
-    except BaseException as err:
-        instance.finish(err)
-        raise
-    else:
-        instance.finish()
-    finally:
-        instance.cleanup()
-    return instance.node
+
+    return _lifecycle(instance, body)

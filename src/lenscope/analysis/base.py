@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -10,11 +11,13 @@ import flax.linen as nn
 import jax
 
 from ..errors import UsageError
+from ..files import write_atomic
 from ..training import BaseTrainer
 from ..training.lineage import Lineage
 from ..training.placement import to_host
 from . import plots
-from .publish import render, write_atomic
+from .cfg import choose_paths
+from .publish import render
 from .trace import discover, make_capture_fn, validate_selection
 
 C = TypeVar("C")
@@ -28,6 +31,8 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     ANALYSIS: ClassVar[tuple] = ()
     TARGET: ClassVar[type | tuple[type, ...]] = nn.Module
     SPLIT: ClassVar[str] = "validation"
+    SCHEMA: ClassVar[Mapping[str, Any] | None] = None  # column -> dtype/shape per example: table mode (D2)
+    analysis_cfg: Any = None  # the active AnalysisCfg when run through run_analysis / execute_analysis_op
 
     heatmap = staticmethod(plots.heatmap)
     heatmaps = staticmethod(plots.heatmaps)
@@ -92,7 +97,10 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
 
     @property
     def lineage(self) -> Lineage | None:
-        """The node holder: the trainer's for a borrowed view."""
+        """The node holder: the trainer's for a borrowed view (on the thread saving a tandem result, its node's)."""
+        pinned = getattr(self.__dict__.get("_pin"), "lineage", None)
+        if pinned is not None:
+            return pinned
         return self._view_of.lineage if self._view_of is not None else self.__dict__.get("_own_lineage")
 
     @lineage.setter
@@ -103,7 +111,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     def from_trainer(cls, trainer: BaseTrainer) -> "AnalysisBase":
         """A borrowed view on a running trainer: no construction, no state, no store of its own (A9)."""
         view = cls.__new__(cls)
-        view.__dict__.update(_view_of=trainer, _compiled=None, _borrowed=True)
+        view.__dict__.update(_view_of=trainer, _compiled=None, _borrowed=True, _pin=threading.local())
         for attr in ("args", "store", "base", "model", "schedule", "optimizer", "data"):
             setattr(view, attr, getattr(trainer, attr))
         view.restored_missing, view._checkpoints = [], None
@@ -131,6 +139,8 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         super().cleanup()
 
     def _make_lineage(self, resume: bool) -> Lineage:
+        # State exists, no node yet: a bad select() fails here and writes nothing. The key only lends its shape.
+        self.selection(self.analysis_batch(), jax.random.PRNGKey(self.args.seed))
         if self.base is not None:
             return Lineage.attach(self.store, self.base, writer=self.is_writer)
         return super()._make_lineage(False)
@@ -144,12 +154,17 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         """The analysis PRNG key: a pure function of the seed and the node's seq."""
         return jax.random.fold_in(jax.random.PRNGKey(self.args.seed), self.node.seq)
 
+    def selection(self, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[list[str], bool]:
+        """The checked selection (paths, is_list): discovery + select() once per analysis, before any compute (A4)."""
+        if self.__dict__.get("_selection") is None:
+            found = discover(self.trace, (self.state, batch, key), self.TARGET)
+            self.__dict__["_selection"] = validate_selection(choose_paths(self, list(found)), found)
+        return self.__dict__["_selection"]
+
     def compiled(self, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
-        """The jitted capture function, built once (discovery + select) and reused (A4, A5)."""
+        """The jitted capture function, built once and reused: same shapes never recompile (A5)."""
         if self._compiled is None:
-            args = (self.state, batch, key)
-            found = discover(self.trace, args, self.TARGET)
-            paths, as_list = validate_selection(self.select(list(found)), found)
+            paths, as_list = self.selection(batch, key)
             self._compiled = jax.jit(make_capture_fn(self.trace, paths, as_list, self.analyze, self.TARGET))
         return self._compiled
 
@@ -171,10 +186,19 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         self.lineage.put_artifact(self.NAME, filename, content)
         return path
 
+    def output_schema(self) -> Mapping[str, Any] | None:
+        """Table mode's schema: the active AnalysisCfg's output_schema, else SCHEMA; None means not a table."""
+        cfg = self.analysis_cfg
+        return cfg.output_schema if cfg is not None and cfg.output_schema is not None else self.SCHEMA
+
     def run(self) -> Any:
         """The analysis: setup (unless borrowed), compute, plot and save; hooks around it. Never ticks."""
         if self._view_of is None:
             self.setup()
+        if self.output_schema() is not None:
+            from .table_run import run_table
+
+            return run_table(self)
         self.on_analysis_start()
         results = self.compute()
         self.on_analysis_epoch_end(results)

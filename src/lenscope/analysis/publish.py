@@ -8,7 +8,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import UsageError
-from ..files import write_atomic  # noqa: F401  (re-exported for analysis modules)
 from .plots import to_pdf_bytes
 from .results import to_json_bytes
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from ..config import field
 from ..errors import LenscopeError
+from ..files import atomic_path, write_atomic
 from ..training.progress import Progress
-from .publish import render, write_atomic
+from .publish import render
 from .tables import Column, features, parse_schema
 
 
@@ -78,16 +79,8 @@ def build_dataset(rows: Callable[[], Iterator[dict[str, Any]]], schema: Mapping[
 
 def write_parquet(dataset: Any, path: Path, batch_size: int | None = None) -> Path:
     """Write the dataset as Parquet to `path` through a temporary name, `batch_size` rows at a time."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        with _quiet_datasets():
-            dataset.to_parquet(tmp, batch_size=batch_size)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, _quiet_datasets():
+        dataset.to_parquet(str(tmp), batch_size=batch_size)
     return path
 
 

@@ -65,7 +65,11 @@ def read_checkpoint(path: Path | str) -> Any:
         raise JobError(f"checkpoint {path} does not exist")
     try:
         with ocp.StandardCheckpointer() as checkpointer:
-            return checkpointer.restore(path.absolute())
+            # A NumPy target restores host arrays: the saved shardings name the saving job's devices,
+            # which another topology (e.g. a multi-process analysis) does not have.
+            saved = checkpointer.metadata(path.absolute()).item_metadata.tree
+            target = jax.tree_util.tree_map(lambda leaf: np.empty(leaf.shape, leaf.dtype), saved)
+            return checkpointer.restore(path.absolute(), target)
     except Exception as err:  # Orbax raises many types for a damaged directory
         raise JobError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
 

@@ -24,6 +24,8 @@ class TrainingLoop:
         self._metric_log = MetricLog()
         self._train_step = jax.jit(self.train_step, donate_argnums=0)
         self._eval_step = jax.jit(self.eval_step)
+        self._accumulate = jax.jit(lambda total, new: jax.tree_util.tree_map(jnp.add, total, new))
+        self._whole_split_batches: dict[str, dict[str, jax.Array]] = {}
 
     # -- hooks ---------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -63,8 +65,15 @@ class TrainingLoop:
 
     # -- batches -------------------------------------------------------------------
     def batch(self, split: str, index: int = 0) -> dict[str, jax.Array]:
-        """Batch `index` of `split`, prepared and placed outside any trace, deterministic per node (T5)."""
-        return place_batch(self.data.host_batch(split, index))
+        """Batch `index` of `split`, prepared and placed outside any trace, deterministic per node (T5).
+
+        A split taken whole (full-batch training) is the same every step, so it is placed once and reused.
+        """
+        if self.data.global_batch_size(split) < self.data.size(split):
+            return place_batch(self.data.host_batch(split, index))
+        if split not in self._whole_split_batches:
+            self._whole_split_batches[split] = place_batch(self.data.host_batch(split, 0))
+        return self._whole_split_batches[split]
 
     def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The pure forward pass analyses capture from: the model applied to the batch inputs."""
@@ -74,6 +83,7 @@ class TrainingLoop:
     def run(self) -> None:
         """Train to `training/steps`: step, report, validate, checkpoint, tick."""
         self.setup()
+        self._tandem.warm()
         args, start = self.args, int(self.state.step)
         progress = Progress(args.steps, initial=start, desc=self.name)
         self.on_train_start()
@@ -82,7 +92,7 @@ class TrainingLoop:
             for step in range(start + 1, args.steps + 1):
                 self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
                 self.tick()
-                totals = metrics if totals is None else jax.tree_util.tree_map(jnp.add, totals, metrics)
+                totals = metrics if totals is None else self._accumulate(totals, metrics)
                 count += 1
                 progress.update()
                 if step % args.report_interval == 0 or step == args.steps:
@@ -99,6 +109,7 @@ class TrainingLoop:
                     self.save_checkpoint()
         finally:
             progress.close()
+            self._tandem.wait()  # the last validation's figures are saved before the node is marked done
         self.on_train_end()
 
     def evaluate(self, split: str) -> dict[str, float]:

@@ -32,10 +32,13 @@ log = logging.getLogger("lenscope.trainer")
 
 
 def open_store(store: Store | str | os.PathLike | None, configured: str | None) -> Store:
-    """The store to use: an open one, a URL or folder, the configured one, or the default."""
+    """The store to use: an open one, a URL or folder, the configured one, or the default.
+
+    Processes other than 0 open it readonly: process 0 alone writes (multi-host jobs).
+    """
     if isinstance(store, Store):
         return store
-    return Store(store if store is not None else configured)
+    return Store(store if store is not None else configured, readonly=jax.process_index() != 0)
 
 
 class BaseTrainer(TrainingLoop, Generic[C, M]):
@@ -48,10 +51,15 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
                  store: Store | str | os.PathLike | None = None) -> None:
         """Hydrate the config, open the store and build model, optimizer and data; no state yet (T1)."""
         self._borrowed = False
-        self.store = self._open_store(store, config)
+        check_analyses(type(self), self.ANALYSIS)  # before the store is opened: a bad declaration writes nothing
+        sources = self._sources(config)
+        args = config if isinstance(config, self.CONFIG) else hydrate(self.CONFIG, *sources)  # fails before any write
+        self.store = open_store(store, args.store_url)
         self.base = self.store.get(base).node if base is not None else None
         saved = self.store.config(self.base) if self.base is not None else None
-        self.args: C = self._hydrate(config, saved)
+        if saved and not isinstance(config, self.CONFIG):
+            args = hydrate(self.CONFIG, _only_known(saved, set(schema(self.CONFIG).paths())), *sources)
+        self.args: C = args
         self.model: M = self.build_model()
         self.schedule = self.build_schedule()
         self.optimizer = self.build_optimizer()
@@ -60,34 +68,20 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         self.lineage: Lineage | None = None
         self._checkpoints: CheckpointWriter | None = None
         self.restored_missing: list[str] = []
-        check_analyses(type(self), self.ANALYSIS)
         self._tandem = Tandem(self, self.ANALYSIS)
         self._init_loop()
 
     # -- construction --------------------------------------------------------------
-    def _open_store(self, store: Any, config: Any) -> Store:
-        configured = None
-        if isinstance(config, self.CONFIG):
-            configured = getattr(config, "store_url", None)
-        return open_store(store, configured)
-
-    def _hydrate(self, config: Any, saved: Mapping | None) -> C:
-        if isinstance(config, self.CONFIG):
-            return config
-        known = set(schema(self.CONFIG).paths())
-        sources: list[Any] = []
-        if saved:
-            sources.append(_only_known(saved, known))
-        if config is None:
-            pass
-        elif isinstance(config, (Mapping, str, Path)):
-            sources.append(config)
-        elif isinstance(config, Sequence):
-            sources.extend(config)
-        else:
-            raise UsageError(f"config must be a {self.CONFIG.__name__}, a dict, a YAML path or a list of sources, "
-                             f"got {type(config).__name__}")
-        return hydrate(self.CONFIG, *sources)
+    def _sources(self, config: Any) -> list[Any]:
+        """Config sources in merge order: a dict, a YAML path, an override string, or a list of them."""
+        if config is None or isinstance(config, self.CONFIG):
+            return []
+        if isinstance(config, (Mapping, str, Path)):
+            return [config]
+        if isinstance(config, Sequence):
+            return list(config)
+        raise UsageError(f"config must be a {self.CONFIG.__name__}, a dict, a YAML path or a list of sources, "
+                         f"got {type(config).__name__}")
 
     def build_model(self) -> M:
         """The Flax linen model definition (no parameters)."""
@@ -112,8 +106,11 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
     # -- identity ------------------------------------------------------------------
     @property
     def name(self) -> str:
-        """The node name of this job."""
-        return Node.clean_name(job_name(type(self)))
+        """The node name of this job: its registered name, else `module.Class` (just `Class` in scripts)."""
+        cls = type(self)
+        if "JOB_NAME" not in cls.__dict__ and cls.__module__ in ("__main__", "builtins"):
+            return Node.clean_name(cls.__qualname__)
+        return Node.clean_name(job_name(cls))
 
     @property
     def node(self) -> Node:
@@ -190,6 +187,17 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         if self.args.analyze and self.ANALYSIS:
             self._tandem.run(strict=self.args.analyze_strict)
 
+    def run_analysis(self, *cfgs: Any) -> dict[str, Any]:
+        """Run analyses (AnalysisCfg, names or classes) on this trainer's state, restored once; {name: result} (D4)."""
+        from ..analysis.multi import run_analysis
+
+        return run_analysis(self, *cfgs)
+
+    def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
+        """Logits of a residual stream [..., d_model] through the final unembedding (for the logit lens); override."""
+        raise UsageError(f"{type(self).__name__} declares no unembed(params, resid); define it to use the logit lens, "
+                         "e.g. return self.model.apply({'params': params}, resid, method=type(self.model).unembed_fn)")
+
     # -- notebook Debugger (A10) ---------------------------------------------------
     def _debug_args(self, batch: Mapping[str, Any] | None) -> tuple:
         state = self.state if self.state is not None else place_state(self.init_state(jax.random.PRNGKey(self.args.seed)))
@@ -219,7 +227,8 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
             self.lineage.finish("failed" if error else "done", error=repr(error) if error else None)
 
     def cleanup(self) -> None:
-        """Wait for checkpoint writes and release what the job owns (T4)."""
+        """Wait for checkpoint and tandem writes and release what the job owns (T4)."""
+        self._tandem.wait()
         if self._checkpoints is not None:
             checkpoints, self._checkpoints = self._checkpoints, None
             checkpoints.close()
