@@ -33,3 +33,8 @@ def write_atomic(path: Path | str, content: bytes, *, sync: bool = True) -> Path
             if sync:
                 os.fsync(handle.fileno())
     return Path(path)
+
+
+def is_plain_name(name: object) -> bool:
+    """Whether `name` can name a file by itself: a nonempty string without separators, NUL or '..'."""
+    return isinstance(name, str) and bool(name) and not any(c in name for c in "/\\\0") and ".." not in name

@@ -11,7 +11,7 @@ import flax.linen as nn
 import jax
 
 from ..errors import UsageError
-from ..files import write_atomic
+from ..files import is_plain_name, write_atomic
 from ..training import BaseTrainer
 from ..training.lineage import Lineage
 from ..training.placement import to_host
@@ -209,6 +209,6 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
 
 def _check_name(cls: type) -> None:
     name = cls.NAME
-    if not isinstance(name, str) or not name or any(c in name for c in "/\\\0") or name in (".", ".."):
+    if not is_plain_name(name):
         raise UsageError(f"{cls.__name__}.NAME must be a nonempty plain name (it names the file and the artifact), "
                          f"got {name!r}")

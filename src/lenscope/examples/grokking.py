@@ -44,7 +44,7 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig):
     warmup_steps: int = field("optimization/warmup_steps", default=50)
     weight_decay: float = field("optimization/weight_decay", default=2.0)
     b2: float = field("optimization/b2", default=0.98)
-    validation_interval: int = field("logging/validation_interval", default=250)
+    validation_interval: int = field("logging/validation_interval", default=500)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=500)
 
 

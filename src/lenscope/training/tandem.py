@@ -12,6 +12,7 @@ import jax
 
 from ..config import schema
 from ..errors import ConfigError
+from ..files import is_plain_name
 from ..store import Node
 from .lineage import Lineage
 
@@ -26,7 +27,7 @@ def check_analyses(trainer_cls: type, analyses: Sequence[type]) -> None:
         name = getattr(cls, "NAME", "")
         if not hasattr(cls, "from_trainer"):
             raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS holds {cls!r}, which is not an AnalysisBase subclass")
-        if not isinstance(name, str) or not name or any(c in name for c in "/\\\0") or name in (".", ".."):
+        if not is_plain_name(name):
             raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS: {cls.__name__}.NAME must be a nonempty plain name "
                               f"(it names the file and the artifact), got {name!r}")
         if name in seen:
