@@ -23,6 +23,7 @@ from lenscope.config import (
     to_dict,
     to_yaml,
 )
+from lenscope.config_yaml import nest_paths
 from lenscope.errors import ConfigError, UsageError
 
 
@@ -467,15 +468,7 @@ def test_every_type_round_trips_through_hydrate(tmp_path_factory, chosen, via):
         assert same(got, expected) or (isinstance(got, float) and math.isclose(got, expected)), path
 
 
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for path, value in flat.items():
-        *sections, leaf = path.split("/")
-        node = out
-        for seg in sections:
-            node = node.setdefault(seg, {})
-        node[leaf] = value
-    return out
+_nested = nest_paths
 
 
 def test_dataclass_field_is_plain_dataclasses_field():

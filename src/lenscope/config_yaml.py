@@ -24,7 +24,8 @@ def _values(cls_or_obj: Any) -> tuple[Schema, dict[str, Any]]:
     return sch, values
 
 
-def _nest(values: dict[str, Any]) -> dict[str, Any]:
+def nest_paths(values: dict[str, Any]) -> dict[str, Any]:
+    """A flat {"a/b": v} mapping as nested dicts {"a": {"b": v}}."""
     out: dict[str, Any] = {}
     for path, value in values.items():
         *sections, leaf = path.split("/")
@@ -38,7 +39,7 @@ def _nest(values: dict[str, Any]) -> dict[str, Any]:
 def to_dict(obj: Any) -> dict[str, Any]:
     """A config instance (or a class's defaults) as a JSON-safe dict nested by path; required-but-unset is '???'."""
     _, values = _values(obj)
-    return _nest({path: "???" if value is MISSING else plain(value) for path, value in values.items()})
+    return nest_paths({path: "???" if value is MISSING else plain(value) for path, value in values.items()})
 
 
 def _comment(spec: FieldSpec, value: Any) -> list[str]:
@@ -59,8 +60,8 @@ def to_yaml(cls_or_obj: Any, comments: bool = True) -> str:
     text back with hydrate() gives an equal instance.
     """
     sch, values = _values(cls_or_obj)
-    tree = _nest(dict(values))
-    specs = _nest(dict(sch.by_path))
+    tree = nest_paths(dict(values))
+    specs = nest_paths(dict(sch.by_path))
     name = cls_or_obj.__name__ if isinstance(cls_or_obj, type) else type(cls_or_obj).__name__
     lines = [f"# {name}: '???' marks a required value"] if comments else []
 
