@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
+import numpy as np
+
 from ..store import Node, Store
 
 
@@ -16,37 +19,34 @@ class Lineage:
     one transaction, so each seq exists with its parent edge, without a write per step.
     """
 
-    def __init__(self, store: Store, node: Node, *, writer: bool, stored: bool, owner: bool = True,
-                 adopt: bool = False) -> None:
+    def __init__(self, store: Store, node: Node, *, writer: bool, owner: bool = True, adopt: bool = False) -> None:
         self.adopt = adopt
         self.store = store
         self.node = node
         self.writer = writer
         self.owner = owner
-        self._stored = node if stored else None
+        self._stored = node
 
     @classmethod
     def start(cls, store: Store, name: str, parents: tuple = (), config: dict | None = None,
-              *, writer: bool = True, nonce: str | None = None) -> "Lineage":
-        """A new lineage at seq 0 (with `parents` when branching); non-writers adopt `nonce`."""
-        if writer:
-            node = store.new_node(name, parents=parents, config=config)
-            return cls(store, node, writer=True, stored=True)
-        return cls(store, Node(Node.clean_name(name), nonce, 0), writer=False, stored=True)
+              *, writer: bool = True) -> "Lineage":
+        """A new lineage at seq 0 (with `parents` when branching); process 0 creates it, every process adopts it."""
+        node = store.new_node(name, parents=parents, config=config) if writer else None
+        if jax.process_count() > 1:
+            node = Node(Node.clean_name(name), _broadcast_nonce(node), 0)
+        return cls(store, node, writer=writer)
 
     @classmethod
-    def resume(cls, store: Store, base: Node, config: dict | None = None, *, writer: bool = True) -> "Lineage":
+    def resume(cls, store: Store, base: Node, *, writer: bool = True) -> "Lineage":
         """Continue the lineage of `base`, attaching to that exact node."""
         if writer:
             store.set_status(base, "running")
-            if config is not None:
-                store.set_config(base, config)
-        return cls(store, base, writer=writer, stored=True, adopt=True)
+        return cls(store, base, writer=writer, adopt=True)
 
     @classmethod
     def attach(cls, store: Store, node: Node, *, writer: bool = True) -> "Lineage":
         """Attach to an existing node without owning it: no ticks, no status changes (analysis on a base)."""
-        return cls(store, node, writer=writer, stored=True, owner=False)
+        return cls(store, node, writer=writer, owner=False)
 
     def tick(self) -> Node:
         """Advance to the successor node (seq + 1) in memory."""
@@ -85,3 +85,11 @@ class Lineage:
         """Mark the current node done or failed (only a node this job owns)."""
         if self.writer and self.owner:
             self.store.set_status(self.flush(), status, error=error)
+
+
+def _broadcast_nonce(node: Node | None) -> str:
+    """Process 0's nonce, on every process of a multi-host job."""
+    from jax.experimental import multihost_utils
+
+    value = int(node.nonce, 16) if node is not None else 0
+    return f"{int(multihost_utils.broadcast_one_to_all(np.int64(value))):06x}"

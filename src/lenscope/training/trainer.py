@@ -21,8 +21,8 @@ from .checkpoint import CheckpointWriter, partial_restore, read_checkpoint
 from .config import TrainerConfig
 from .data import ArrayData
 from .lineage import Lineage
-from .placement import place_state
 from .loop import TrainingLoop
+from .placement import place_state
 from .state import TrainState
 from .tandem import Tandem, check_analyses
 
@@ -171,16 +171,10 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         self._checkpoints = CheckpointWriter()
 
     def _make_lineage(self, resume: bool) -> Lineage:
-        config = to_dict(self.args)
         if self.base is not None and resume:
             return Lineage.resume(self.store, self.base, writer=self.is_writer)
         parents = (self.base,) if self.base is not None else ()
-        nonce = None
-        if not self.is_writer or jax.process_count() > 1:
-            nonce = _shared_nonce(self.store, self.name, parents, config, self.is_writer)
-            if self.is_writer:
-                return Lineage(self.store, Node(self.name, nonce, 0), writer=True, stored=True)
-        return Lineage.start(self.store, self.name, parents, config, writer=self.is_writer, nonce=nonce)
+        return Lineage.start(self.store, self.name, parents, to_dict(self.args), writer=self.is_writer)
 
     def run_tandem(self) -> None:
         """Run the declared tandem analyses on the current state and node, if `training/analyze`."""
@@ -239,21 +233,10 @@ def _only_known(saved: Mapping, known: set[str], prefix: str = "") -> dict:
     out: dict = {}
     for key, value in saved.items():
         path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and not any(p == path for p in known):
+        if isinstance(value, Mapping) and path not in known:
             sub = _only_known(value, known, path + "/")
             if sub:
                 out[key] = sub
         elif path in known:
             out[key] = value
     return out
-
-
-def _shared_nonce(store: Store, name: str, parents: tuple, config: dict, writer: bool) -> str:
-    """Process 0 creates the node; every process adopts its nonce."""
-    from jax.experimental import multihost_utils
-
-    value = 0
-    if writer:
-        value = int(store.new_node(name, parents=parents, config=config).nonce, 16)
-    value = int(multihost_utils.broadcast_one_to_all(np.int64(value)))
-    return f"{value:06x}"
