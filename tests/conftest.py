@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +38,30 @@ def store_root(tmp_path: Path) -> Path:
 def lenscope_cmd(*args: str) -> list[str]:
     """The `lenscope` command run by this interpreter."""
     return [sys.executable, "-m", "lenscope.cli", *args]
+
+
+class _CompileLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.compiled: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.match(r"Finished XLA compilation of jit\(([^)]+)\)", record.getMessage())
+        if found:
+            self.compiled.append((found.group(1), record.threadName))
+
+
+@contextlib.contextmanager
+def xla_compilations() -> Iterator[list[tuple[str, str]]]:
+    """(function name, thread name) of every XLA compilation while the block runs, from JAX's compile log."""
+    import jax
+
+    handler, logger = _CompileLog(), logging.getLogger("jax._src.dispatch")
+    previous = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    logger.addHandler(handler)
+    try:
+        yield handler.compiled
+    finally:
+        logger.removeHandler(handler)
+        jax.config.update("jax_log_compiles", previous)

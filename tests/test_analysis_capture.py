@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from analysis_probes import config, probe
+from conftest import xla_compilations
 
 from lenscope.analysis.trace import CaptureError
 from lenscope.errors import UsageError
-from lenscope.examples.grokking_analyses import AttentionAnalysis
+from lenscope.examples.grokking_analyses import AttentionAnalysis, embedding_spectrum
 from lenscope.models.transformer import MLP, Attention
 from lenscope.runner import run_job
 from lenscope.store import Store
@@ -155,14 +156,39 @@ def test_the_first_invocation_of_each_path_is_captured_when_called_twice(tmp_pat
     analysis.cleanup()
 
 
+def test_an_executable_compiled_from_shapes_serves_the_arrays_and_a_new_shape_compiles_once_more(tmp_path):
+    analysis = set_up(tmp_path, probe("shapes"))
+    batch, key = analysis.analysis_batch(), analysis.analysis_key()
+
+    def spec(tree):
+        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding,
+                                                           weak_type=a.weak_type), tree)
+
+    ahead = analysis.executable(spec(analysis.state), spec(batch), spec(key))  # as a tandem warm-up does
+    assert analysis.compilations == 1
+    with xla_compilations() as compiled:
+        results = analysis.compute(batch, key)
+    assert analysis.executable(analysis.state, batch, key) is ahead
+    assert analysis.compilations == 1 and not [name for name, _ in compiled if name.startswith("capture")]
+    expected = embedding_spectrum(analysis.state.params["embed"]["embedding"], analysis.args.p)
+    np.testing.assert_allclose(results["norm"], np.asarray(expected), rtol=1e-5)
+    analysis.compute({name: value[:8] for name, value in batch.items()}, key)  # another batch shape
+    assert analysis.compilations == 2
+    analysis.compute(batch, key)
+    assert analysis.compilations == 2
+    analysis.cleanup()
+
+
 def test_capture_happens_inside_one_compiled_trace_and_a_second_run_compiles_nothing(tmp_path):
     analysis = set_up(tmp_path, probe("cached", output=lambda self, results: {"n": len(results["norm"])}))
-    analysis.run()
-    compiled = analysis._compiled
-    assert compiled._cache_size() == 1 and analysis.seen[0][1]["traced"]  # analyze saw tracers: it ran under jit
-    analysis.run()
-    analysis.compute(batch=analysis.analysis_batch())  # a freshly placed batch: still no recompilation
-    assert analysis._compiled is compiled and compiled._cache_size() == 1
+    with xla_compilations() as compiled:
+        analysis.run()
+    assert analysis.compilations == 1 and analysis.seen[0][1]["traced"]  # analyze saw tracers: it ran under jit
+    assert [name for name, _ in compiled if name.startswith("capture")] == ["capture_analyze"]
+    with xla_compilations() as compiled:
+        analysis.run()
+        analysis.compute(batch=analysis.analysis_batch())  # a freshly placed batch: still no recompilation
+    assert analysis.compilations == 1 and not [name for name, _ in compiled if name.startswith("capture")]
     assert analysis.events.count("analyze") == 1 and analysis.events.count("select") == 1
     assert analysis.events.count("plot") == 2
     analysis.cleanup()

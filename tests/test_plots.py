@@ -10,7 +10,9 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 from lenscope.analysis import plots
 from lenscope.analysis.results import to_json_bytes
@@ -58,8 +60,58 @@ def test_style_applies_inside_the_figure_only():
     assert ax.xaxis.label.get_text() == "x" and ax.yaxis.label.get_text() == "y" and ax.get_title() == "t"
     assert ax.xaxis.label.get_fontsize() == plots.STYLE["axes.labelsize"]
     assert not ax.spines["top"].get_visible()
-    assert fig.get_layout_engine() is not None
     assert matplotlib.rcParams["axes.spines.top"] is True
+
+
+def _boxes(fig):
+    """Each axes' frame and tight box (labels, ticks, title) in pixels, measured as the saved figure lays out."""
+    renderer = RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi)
+    return [(ax, ax.get_window_extent(renderer), ax.get_tightbbox(renderer)) for ax in fig.axes]
+
+
+def _assert_fits(fig):
+    """Every label inside the figure, no panel's labels over another panel's frame, the title above all."""
+    boxes = [(ax, frame, tight) for ax, frame, tight in _boxes(fig) if ax.axison]
+    for ax, _, tight in boxes:
+        assert fig.bbox.x0 - 1 <= tight.x0 and tight.x1 <= fig.bbox.x1 + 1, ax.get_title()
+        assert fig.bbox.y0 - 1 <= tight.y0 and tight.y1 <= fig.bbox.y1 + 1, ax.get_title()
+    for a, frame_a, tight_a in boxes:
+        for b, frame_b, _ in boxes:
+            shared = Bbox.intersection(tight_a, frame_b)
+            overlap = 0 if a is b or shared is None else min(shared.width, shared.height)
+            assert overlap <= 1, (a.get_title(), b.get_title())
+    for text in fig.texts:  # the figure title
+        box = text.get_window_extent(RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi))
+        assert box.y1 <= fig.bbox.y1 + 1 and all(box.y0 >= tight.y1 - 1 for _, _, tight in boxes)
+
+
+@pytest.mark.parametrize("name", sorted(_calls()))
+def test_helper_figures_fit_their_labels_without_overlap(name):
+    fig = _calls()[name]()
+    _assert_fits(fig)  # as returned (what a notebook shows)
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)  # as saved
+
+
+def test_a_grid_of_many_panels_with_long_labels_fits():
+    panels = [RNG.random((12, 12)) * 10 ** (i % 4) for i in range(10)]
+    ticks = [f"token_{i:02d}" for i in range(12)]
+    fig = plots.heatmaps(panels, [f"layer {i} head {i % 3}" for i in range(10)], ncols=4, shared_scale=False,
+                         xticklabels=ticks, yticklabels=ticks, xlabel="key position", ylabel="query position",
+                         title="Attention of every head")
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)
+
+
+def test_saving_refits_what_plot_changed_after_the_helper():
+    fig = plots.bar([str(k) for k in range(12)], RNG.random(12), xlabel="k", ylabel="norm")
+    ax = fig.axes[0]
+    left = ax.get_position().x0
+    ax.set_ylabel("a much longer label, set in plot()\nafter the helper returned")
+    ax.set_title("and a title")
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)
+    assert ax.get_position().x0 > left
 
 
 def test_heatmap_content_and_labels():

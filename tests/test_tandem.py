@@ -13,7 +13,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 import pytest
-from conftest import TINY, lenscope_cmd
+from conftest import TINY, lenscope_cmd, xla_compilations
 
 from lenscope.analysis import AnalysisBase
 from lenscope.config import field
@@ -108,7 +108,7 @@ def test_view_borrows_node_and_state_across_donated_steps(tiny, store_root):
         spectra.append(view.compute()["norm"])
         np.testing.assert_allclose(spectra[-1], np.asarray(expected), rtol=1e-6)
     assert not np.allclose(spectra[0], spectra[-1])
-    assert view._compiled._cache_size() == 1
+    assert view.compilations == 1
     trainer.cleanup()
 
 
@@ -149,7 +149,28 @@ def test_cadence_one_artifact_per_analysis_per_validation_on_its_node(tandem_run
 def test_default_run_compiled_each_analysis_once(tandem_run):
     views = tandem_run.trainer._tandem.views
     assert sorted(v.NAME for v in views) == sorted(NAMES)
-    assert [v._compiled._cache_size() for v in views] == [1, 1, 1]
+    assert [v.compilations for v in views] == [1, 1, 1]
+
+
+def test_tandem_views_compile_quickly_unless_the_analysis_sets_its_own_options(tiny, store_root):
+    trainer = GrokTrainer(tiny, store=store_root)
+    trainer.setup()
+    view = FourierAnalysis.from_trainer(trainer)
+    assert view.compiler_options() == {"xla_backend_optimization_level": 0}
+
+    class Optimized(FourierAnalysis):
+        COMPILER_OPTIONS = {}
+
+    class Misspelled(FourierAnalysis):
+        COMPILER_OPTIONS = {"xla_backend_optimisation_level": 3}
+
+    assert Optimized.from_trainer(trainer).compiler_options() == {}
+    with pytest.raises(Exception, match="No such compile option: 'xla_backend_optimisation_level'"):
+        Misspelled.from_trainer(trainer).compute()  # the options reach XLA
+    standalone = FourierAnalysis(tiny, store=store_root)
+    assert standalone.compiler_options() == {}
+    np.testing.assert_allclose(view.compute()["norm"], Optimized.from_trainer(trainer).compute()["norm"], rtol=1e-6)
+    trainer.cleanup()
 
 
 def test_twenty_tandem_runs_compile_once_per_analysis(tiny, store_root):
@@ -160,7 +181,7 @@ def test_twenty_tandem_runs_compile_once_per_analysis(tiny, store_root):
         trainer.state, _ = trainer._train_step(trainer.state, trainer.batch("train", step))
         trainer.tick()
         trainer.run_tandem()
-    assert [v._compiled._cache_size() for v in trainer._tandem.views] == [1, 1, 1]
+    assert [v.compilations for v in trainer._tandem.views] == [1, 1, 1]
     assert [(cls.selected, cls.traced) for cls in analyses] == [(1, 1)] * 3
     trainer.cleanup()  # waits for the last figures
     rows = trainer.store.query().nonce(trainer.node.nonce).artifact().select()
@@ -172,10 +193,14 @@ def test_twenty_tandem_runs_compile_once_per_analysis(tiny, store_root):
 def test_training_compiles_views_ahead_and_reuses_that_trace(tiny, store_root):
     analyses = [counting(FourierAnalysis), counting(AttentionAnalysis), counting(SummaryAnalysis)]
     trainer = host(*analyses)(tiny + ["logging/validation_interval=10"], store=store_root)
-    node = run_job(trainer)
+    with xla_compilations() as compiled:
+        node = run_job(trainer)
     assert [(cls.selected, cls.traced) for cls in analyses] == [(1, 1)] * 3
     assert [cls.tracing_threads for cls in analyses] == [["lenscope-tandem-compile"]] * 3
-    assert [v._compiled._cache_size() for v in trainer._tandem.views] == [1, 1, 1]
+    assert [v.compilations for v in trainer._tandem.views] == [1, 1, 1]
+    # XLA compiled each capture function once, ahead, and the validations called that executable
+    assert [entry for entry in compiled if entry[0].startswith("capture")] == [
+        ("capture_analyze", "lenscope-tandem-compile")] * 3
     rows = trainer.store.query().nonce(node.nonce).artifact().select()
     assert sorted((r["seq"], r["name"]) for r in rows) == sorted((s, cls.NAME) for s in (10, 20, 30, 40)
                                                                 for cls in analyses)

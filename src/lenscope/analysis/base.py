@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import flax.linen as nn
 import jax
+import numpy as np
 
 from ..errors import UsageError
 from ..files import is_plain_name, write_atomic
@@ -19,6 +20,8 @@ from . import plots
 from .cfg import choose_paths
 from .publish import render
 from .trace import discover, make_capture_fn, validate_selection
+
+TANDEM_COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}  # half the compile time
 
 C = TypeVar("C")
 M = TypeVar("M", bound=nn.Module)
@@ -32,6 +35,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     TARGET: ClassVar[type | tuple[type, ...]] = nn.Module
     SPLIT: ClassVar[str] = "validation"
     SCHEMA: ClassVar[Mapping[str, Any] | None] = None  # column -> dtype/shape per example: table mode (D2)
+    COMPILER_OPTIONS: ClassVar[Mapping[str, Any] | None] = None  # XLA options; None: see compiler_options()
     analysis_cfg: Any = None  # the active AnalysisCfg when run through run_analysis / execute_analysis_op
 
     heatmap = staticmethod(plots.heatmap)
@@ -57,6 +61,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         """Trainer construction only: no setup, no state (A2)."""
         self._view_of: BaseTrainer | None = None
         self._compiled = None
+        self._executables: dict[tuple, Any] = {}
         _check_name(type(self))
         super().__init__(config, **kwargs)
 
@@ -111,7 +116,8 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     def from_trainer(cls, trainer: BaseTrainer) -> "AnalysisBase":
         """A borrowed view on a running trainer: no construction, no state, no store of its own (A9)."""
         view = cls.__new__(cls)
-        view.__dict__.update(_view_of=trainer, _compiled=None, _borrowed=True, _pin=threading.local())
+        view.__dict__.update(_view_of=trainer, _compiled=None, _executables={}, _borrowed=True,
+                             _pin=threading.local())
         for attr in ("args", "store", "base", "model", "schedule", "optimizer", "data"):
             setattr(view, attr, getattr(trainer, attr))
         view.restored_missing, view._checkpoints = [], None
@@ -168,11 +174,40 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
             self._compiled = jax.jit(make_capture_fn(self.trace, paths, as_list, self.analyze, self.TARGET))
         return self._compiled
 
+    def executable(self, state: Any, batch: Mapping[str, Any], key: Any) -> jax.stages.Compiled:
+        """The capture function compiled for these argument types (arrays or ShapeDtypeStructs), once per signature.
+
+        Compiling ahead (a tandem warm-up) and calling later use the same executable, whatever
+        placement details jit's own cache would key on.
+        """
+        args = (state, batch, key)
+        found = self._executables.get(signature(args))
+        if found is None:
+            found = self.compiled(batch, key).lower(*args).compile(dict(self.compiler_options()) or None)
+            self._executables[signature(args)] = found
+        return found
+
+    def compiler_options(self) -> Mapping[str, Any]:
+        """XLA options for the capture function: COMPILER_OPTIONS if set, else quick compilation for a tandem view.
+
+        A tandem analysis compiles while training runs and then runs once per validation, so time spent
+        optimizing machine code costs more than it saves; set COMPILER_OPTIONS = {} for full optimization.
+        """
+        if self.COMPILER_OPTIONS is not None:
+            return self.COMPILER_OPTIONS
+        return TANDEM_COMPILER_OPTIONS if self._view_of is not None else {}
+
+    @property
+    def compilations(self) -> int:
+        """How many executables this analysis compiled: one per distinct argument signature (A5)."""
+        return len(self._executables)
+
     def compute(self, batch: Mapping[str, jax.Array] | None = None, key: jax.Array | None = None) -> Any:
         """Capture and analyze inside one compiled trace, then gather to NumPy on every process."""
         batch = self.analysis_batch() if batch is None else batch
         key = self.analysis_key() if key is None else key
-        return to_host(self.compiled(batch, key)(self.state, batch, key))
+        state = self.state
+        return to_host(self.executable(state, batch, key)(state, batch, key))
 
     def publish(self, results: Any) -> Path | None:
         """Process 0 plots; the file goes to the node's results folder and onto the node with the same bytes."""
@@ -205,6 +240,16 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         self.publish(results)
         self.on_analysis_end(results)
         return results
+
+
+def signature(tree: Any) -> tuple:
+    """What an executable is specialized to: the tree structure and each leaf's shape, dtype, weak type, sharding."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple(
+        (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding) if hasattr(leaf, "sharding")
+        else (np.shape(leaf), np.result_type(leaf), True)
+        for leaf in leaves
+    )
 
 
 def _check_name(cls: type) -> None:

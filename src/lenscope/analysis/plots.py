@@ -14,9 +14,10 @@ import numpy as np
 from cycler import cycler
 from matplotlib.figure import Figure
 
+from lenscope.analysis.layout import Grid
 from lenscope.errors import UsageError
 
-__all__ = ["STYLE", "bar", "heatmap", "heatmaps", "line", "scatter", "to_pdf_bytes"]
+__all__ = ["STYLE", "bar", "heatmap", "heatmaps", "line", "prewarm", "scatter", "to_pdf_bytes"]
 
 # Okabe-Ito: distinguishable under the common colour-vision deficiencies and in greyscale print.
 _PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -49,7 +50,19 @@ def _styled() -> Iterator[None]:
 
 def _figure(width: float = 4.5, height: float = 3.2) -> Figure:
     # A bare Figure (no pyplot) is never entered in pyplot's global registry, so nothing leaks or needs closing.
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(width, height))
+
+
+def _colorbar(fig: Figure, image: Any) -> Any:
+    """A colorbar in its own axes; the figure's Grid places it."""
+    return fig.colorbar(image, cax=fig.add_axes((0.0, 0.0, 1.0, 1.0)))
+
+
+def _laid_out(fig: Figure, grid: Grid) -> Figure:
+    """Place the grid now (for display), and keep it: saving refits, also after changes plot() made."""
+    grid.fit(fig, passes=1)
+    fig.lenscope_grid = grid
+    return fig
 
 
 def _cpu(fn: str, name: str, value: Any) -> Any:
@@ -139,11 +152,13 @@ def heatmap(
         image = _draw_heatmap(ax, array, cmap, vmin, vmax)
         _ticklabels(ax, xt, yt)
         _decorate(ax, title, xlabel, ylabel)
+        grid = Grid(np.array([[ax]]))
         if colorbar:
-            bar = fig.colorbar(image, ax=ax)
+            bar = _colorbar(fig, image)
+            grid.colorbars[0, 0] = bar.ax
             if cbar_label:
                 bar.set_label(cbar_label)
-    return fig
+        return _laid_out(fig, grid)
 
 
 def heatmaps(
@@ -177,7 +192,7 @@ def heatmaps(
     with _styled():
         fig = _figure(2.2 * cols + 0.8, 2.0 * rows + 0.4)
         axes = fig.subplots(rows, cols, squeeze=False)
-        image = None
+        grid, image = Grid(axes), None
         for i, ax in enumerate(axes.flat):
             if i >= len(arrays):
                 ax.set_axis_off()
@@ -187,12 +202,12 @@ def heatmaps(
             bottom = i + cols >= len(arrays)  # nothing drawn below this panel
             _decorate(ax, names[i] if names else None, xlabel if bottom else None, ylabel if i % cols == 0 else None)
             if colorbar and not shared_scale:
-                fig.colorbar(image, ax=ax)
+                grid.colorbars[divmod(i, cols)] = _colorbar(fig, image).ax
         if colorbar and shared_scale and image is not None:
-            fig.colorbar(image, ax=axes.ravel().tolist())
+            grid.shared_colorbar = _colorbar(fig, image).ax
         if title:
-            fig.suptitle(title)
-    return fig
+            grid.suptitle = fig.suptitle(title)
+        return _laid_out(fig, grid)
 
 
 def line(
@@ -229,7 +244,7 @@ def line(
         _decorate(ax, title, xlabel, ylabel)
         if len(series) > 1 and len(series) <= 12:
             ax.legend()
-    return fig
+        return _laid_out(fig, Grid(np.array([[ax]])))
 
 
 def bar(
@@ -250,7 +265,7 @@ def bar(
         long = len(heights) > 10 or max((len(n) for n in names), default=0) > 6
         ax.set_xticks(range(len(heights)), names, rotation=90 if long else 0)
         _decorate(ax, title, xlabel, ylabel)
-    return fig
+        return _laid_out(fig, Grid(np.array([[ax]])))
 
 
 def scatter(
@@ -275,15 +290,17 @@ def scatter(
     with _styled():
         fig = _figure()
         ax = fig.add_subplot()
+        grid = Grid(np.array([[ax]]))
         if colors is None:
             ax.scatter(xs, ys, s=12, color=_PALETTE[0])
         else:
             points = ax.scatter(xs, ys, s=12, c=colors, cmap=cmap)
-            bar_ = fig.colorbar(points, ax=ax)
+            bar_ = _colorbar(fig, points)
+            grid.colorbars[0, 0] = bar_.ax
             if clabel:
                 bar_.set_label(clabel)
         _decorate(ax, title, xlabel, ylabel)
-    return fig
+        return _laid_out(fig, grid)
 
 
 def to_pdf_bytes(fig: Figure) -> bytes:
@@ -292,5 +309,13 @@ def to_pdf_bytes(fig: Figure) -> bytes:
         raise UsageError(f"to_pdf_bytes() takes a matplotlib Figure, got {type(fig).__name__}")
     buffer = io.BytesIO()
     with _styled():
+        grid = getattr(fig, "lenscope_grid", None)
+        if grid is not None:
+            grid.fit(fig, passes=1)  # one measuring pass when nothing moved since the helper placed it
         fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": "lenscope"})
     return buffer.getvalue()
+
+
+def prewarm() -> None:
+    """Render one tiny PDF, so fonts, font subsetting and the PDF backend are loaded before the first real figure."""
+    to_pdf_bytes(heatmap(np.eye(2), title="lenscope", xlabel="x", ylabel="y", xticklabels=["0", "1"]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -13,10 +14,10 @@ from .results import to_json_bytes
 
 
 def close_figure(figure: Figure) -> None:
-    """Release a figure, also one that pyplot manages (a no-op for bare Figures)."""
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
+    """Release a figure that pyplot manages (bare Figures need nothing; without pyplot loaded none is managed)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close(figure)
 
 
 def render(name: str, output: Any) -> tuple[str, bytes] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
@@ -67,7 +68,10 @@ class Tandem:
         return self._views
 
     def warm(self) -> None:
-        """Select (here) and compile (on the background thread) each view, so the first validation does not wait."""
+        """Select (here) and compile (on the background thread) each view, so the first validation does not wait.
+
+        That thread first loads the plotting stack (a throwaway figure), while the training step compiles.
+        """
         if not (self.analyses and self.trainer.args.analyze) or self._views is not None:
             return
         state = _abstract(self.trainer.state)
@@ -76,19 +80,21 @@ class Tandem:
             try:
                 if view.output_schema() is None:
                     batch, key = _abstract(view.analysis_batch()), _abstract(view.analysis_key())
-                    jobs.append((view.compiled(batch, key), (state, batch, key)))
+                    jobs.append((view, (state, batch, key)))
             except Exception:  # the first run repeats this in the training loop and reports the error there
                 log.debug("tandem analysis %s not compiled ahead", view.NAME, exc_info=True)
-
-        def compile_all() -> None:
-            for function, args in jobs:
-                try:
-                    function.lower(*args).compile()
-                except Exception:
-                    log.debug("tandem compilation ahead failed", exc_info=True)
-
-        self._pending = threading.Thread(target=compile_all, name="lenscope-tandem-compile", daemon=True)
+        self._pending = threading.Thread(target=self._ahead, args=(jobs,), name="lenscope-tandem-compile",
+                                         daemon=True)
         self._pending.start()
+
+    def _ahead(self, jobs: list[tuple[Any, tuple]]) -> None:
+        """On the warm-up thread: load the plotting stack (else the first figure does), then compile each view."""
+        if jobs and self.trainer.is_writer:
+            from ..analysis.plots import prewarm
+
+            _quietly(prewarm, "loading the plotting stack")
+        for view, args in jobs:
+            _quietly(functools.partial(view.executable, *args), f"compiling {view.NAME} ahead")  # validations call it
 
     def run(self, strict: bool) -> None:
         """Run every view on the trainer's current state and node; record failures unless strict."""
@@ -140,6 +146,14 @@ class Tandem:
         if self._pending is not None:
             self._pending.join()
             self._pending = None
+
+
+def _quietly(work: Any, what: str) -> None:
+    """Ahead-of-time work: a failure here only means the first validation does it, and reports it, itself."""
+    try:
+        work()
+    except Exception:
+        log.debug("tandem: %s failed", what, exc_info=True)
 
 
 def _abstract(tree: Any) -> Any:

@@ -1,0 +1,106 @@
+"""Grid layout for the plot helpers: margins measured from the text, without constrained layout's extra draw.
+
+Constrained layout solves the same problem in general, but it makes saving draw every figure twice,
+which more than doubles the cost of a tandem figure. The helpers know their structure (a grid of
+panels, colorbars, a title), so measuring how far each axes' labels reach beyond it and sizing the
+margins to that is enough, and it costs one text-measuring pass (two when the tick labels move).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import RendererAgg
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+__all__ = ["Grid"]
+
+PAD = 4 / 72  # inches around the figure and between panels
+BAR_GAP = 0.08  # inches between a panel and its colorbar
+BAR_WIDTH = 0.12  # inches
+_MIN_SIDE = 0.1  # inches: a panel too small for its labels still gets a visible axes
+_SETTLED = 0.5  # pixels: a measurement that moved less than this needs no further pass
+
+Spill = tuple[float, float, float, float]  # inches that labels reach beyond an axes: left, right, bottom, top
+
+
+@dataclass
+class Grid:
+    """A rows x cols grid of panels, each with an optional colorbar at its right, an optional colorbar
+    spanning the grid's right side, and an optional figure title above everything."""
+
+    panels: np.ndarray  # object array [rows, cols] of Axes
+    colorbars: dict[tuple[int, int], Axes] = field(default_factory=dict)
+    shared_colorbar: Axes | None = None
+    suptitle: Text | None = None
+    _placed_for: list[Spill] | None = field(default=None, repr=False)  # the measurement the positions answer
+
+    def fit(self, fig: Figure, passes: int = 3) -> None:
+        """Place every axes so all text fits: measure, solve the margins, repeat until the measurement settles."""
+        renderer = RendererAgg(max(int(fig.bbox.width), 1), max(int(fig.bbox.height), 1), fig.dpi)
+        for _ in range(passes):
+            spills = [_spill(ax, renderer, fig.dpi) for ax in self._measured()]
+            if self._placed_for is not None and np.allclose(spills, self._placed_for, atol=_SETTLED / fig.dpi, rtol=0):
+                return
+            self._place(fig, spills, renderer)
+            self._placed_for = spills
+
+    def _measured(self) -> list[Axes]:
+        axes = list(self.panels.flat) + list(self.colorbars.values())
+        return axes + ([self.shared_colorbar] if self.shared_colorbar is not None else [])
+
+    def _place(self, fig: Figure, spills: list[Spill], renderer: RendererAgg) -> None:
+        rows, cols = self.panels.shape
+        spill = dict(zip(map(id, self._measured()), spills))
+        width, height = fig.get_size_inches()
+        left, right = np.zeros(cols), np.zeros(cols)
+        bottom, top = np.zeros(rows), np.zeros(rows)
+        for (r, c), ax in np.ndenumerate(self.panels):
+            l_, r_, b_, t_ = spill[id(ax)]
+            bar = self.colorbars.get((r, c))
+            if bar is not None:
+                bl, br, bb, bt = spill[id(bar)]
+                r_, b_, t_ = max(r_, BAR_GAP + BAR_WIDTH + br), max(b_, bb), max(t_, bt)
+            left[c], right[c] = max(left[c], l_), max(right[c], r_)
+            bottom[r], top[r] = max(bottom[r], b_), max(top[r], t_)
+        head = side = 0.0
+        if self.shared_colorbar is not None:
+            _, br, bb, bt = spill[id(self.shared_colorbar)]
+            side, top[0], bottom[-1] = BAR_GAP + BAR_WIDTH + br, max(top[0], bt), max(bottom[-1], bb)
+        if self.suptitle is not None and self.suptitle.get_text():
+            head = self.suptitle.get_window_extent(renderer).height / fig.dpi + PAD
+            self.suptitle.set_y(1 - PAD / height)
+            self.suptitle.set_verticalalignment("top")
+        cell_w = (width - (cols + 1) * PAD - left.sum() - right.sum() - side) / cols
+        cell_h = (height - (rows + 1) * PAD - head - bottom.sum() - top.sum()) / rows
+        cell_w, cell_h = max(cell_w, _MIN_SIDE), max(cell_h, _MIN_SIDE)
+        x0 = np.array([PAD + left[: c + 1].sum() + right[:c].sum() + c * (cell_w + PAD) for c in range(cols)])
+        y_top = np.array([height - PAD - head - top[: r + 1].sum() - bottom[:r].sum() - r * (cell_h + PAD)
+                          for r in range(rows)])
+        for (r, c), ax in np.ndenumerate(self.panels):
+            ax.set_position(_frac(fig, x0[c], y_top[r] - cell_h, cell_w, cell_h))
+            bar = self.colorbars.get((r, c))
+            if bar is not None:
+                bar.set_position(_frac(fig, x0[c] + cell_w + BAR_GAP, y_top[r] - cell_h, BAR_WIDTH, cell_h))
+        if self.shared_colorbar is not None:
+            x = x0[-1] + cell_w + right[-1] + BAR_GAP
+            bottom_edge = y_top[-1] - cell_h
+            self.shared_colorbar.set_position(_frac(fig, x, bottom_edge, BAR_WIDTH, y_top[0] - bottom_edge))
+
+
+def _spill(ax: Axes, renderer: RendererAgg, dpi: float) -> Spill:
+    """How far, in inches, the axes' labels, ticks and title reach beyond its frame on each side."""
+    tight = ax.get_tightbbox(renderer)
+    if tight is None:
+        return (0.0, 0.0, 0.0, 0.0)
+    frame = ax.get_window_extent(renderer)
+    return (max(frame.x0 - tight.x0, 0.0) / dpi, max(tight.x1 - frame.x1, 0.0) / dpi,
+            max(frame.y0 - tight.y0, 0.0) / dpi, max(tight.y1 - frame.y1, 0.0) / dpi)
+
+
+def _frac(fig: Figure, x: float, y: float, w: float, h: float) -> tuple[float, float, float, float]:
+    width, height = fig.get_size_inches()
+    return (x / width, y / height, w / width, h / height)
