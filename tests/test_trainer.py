@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from conftest import xla_compilations
 
 from lenscope.errors import ConfigError, JobError, UsageError
 from lenscope.examples.grokking import GrokTrainer
@@ -31,20 +30,6 @@ def test_setup_is_idempotent(tiny, store_root):
     trainer.setup()
     assert trainer.state is state and trainer.node == node
     assert len(trainer.store.query().all()) == 1 and node.seq == 0
-
-
-def test_setup_initializes_the_state_as_one_compiled_program(tiny, store_root):
-    # a model width no other test uses, so eager initialization would have to compile each of its ops
-    trainer = GrokTrainer(tiny + ["model/d_model=24", "model/d_head=12", "model/d_mlp=40"], store=store_root)
-    with xla_compilations() as compiled:
-        trainer.setup()
-    names = [name for name, _ in compiled]
-    assert names.count("<lambda>") == 1 and not [n for n in names if "normal" in n or "threefry" in n], names
-    eager = trainer.init_state(jax.random.PRNGKey(trainer.args.seed))  # the same state op by op (to rounding)
-    assert jax.tree.structure(eager) == jax.tree.structure(trainer.state)
-    for a, b in zip(jax.tree.leaves(eager), jax.tree.leaves(trainer.state)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-    trainer.cleanup()
 
 
 def test_bad_config_fails_before_anything_is_written(tiny, store_root):

@@ -10,7 +10,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -136,9 +135,8 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         return (batch["inputs"],)
 
     def init_params(self, key: jax.Array) -> Any:
-        """Freshly initialized parameters; the model sees zeros shaped like a training batch (init needs shapes)."""
-        host = self.data.host_batch("train", 0)
-        sample = {name: jnp.zeros(np.shape(value), np.asarray(value).dtype) for name, value in host.items()}
+        """Freshly initialized parameters."""
+        sample = self.batch("train", 0)
         return self.model.init(key, *self.model_inputs(sample))["params"]
 
     def init_state(self, key: jax.Array) -> TrainState:
@@ -146,10 +144,6 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         init_key, state_key = jax.random.split(key)
         params = self.init_params(init_key)
         return TrainState.create(params, self.optimizer.init(params), state_key)
-
-    def initial_state(self) -> TrainState:
-        """`init_state` for the configured seed, as one compiled program (eagerly, every op compiles on its own)."""
-        return jax.jit(lambda: self.init_state(jax.random.PRNGKey(self.args.seed)))()
 
     def surgery(self, state: TrainState, saved: Any) -> TrainState:
         """Map a restored checkpoint tree onto the initialized state (default: partial restore, T2)."""
@@ -163,7 +157,7 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         """Choose the node (new, branch or resume `base`) and initialize or restore state; idempotent."""
         if self.state is not None:
             return
-        state = self.initial_state()
+        state = self.init_state(jax.random.PRNGKey(self.args.seed))
         if self.base is not None:
             path = self.store.checkpoint(self.base)
             if path is None:
@@ -200,7 +194,7 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
 
     # -- notebook Debugger (A10) ---------------------------------------------------
     def _debug_args(self, batch: Mapping[str, Any] | None) -> tuple:
-        state = self.state if self.state is not None else place_state(self.initial_state())
+        state = self.state if self.state is not None else place_state(self.init_state(jax.random.PRNGKey(self.args.seed)))
         batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch
         return (state, batch, jax.random.PRNGKey(self.args.seed))
 
