@@ -159,10 +159,10 @@ def test_tandem_views_compile_quickly_unless_the_analysis_sets_its_own_options(t
     assert view.compiler_options() == {"xla_backend_optimization_level": 0}
 
     class Optimized(FourierAnalysis):
-        COMPILER_OPTIONS = {}
+        COMPILER_OPTIONS: ClassVar[dict] = {}
 
     class Misspelled(FourierAnalysis):
-        COMPILER_OPTIONS = {"xla_backend_optimisation_level": 3}
+        COMPILER_OPTIONS: ClassVar[dict] = {"xla_backend_optimisation_level": 3}
 
     assert Optimized.from_trainer(trainer).compiler_options() == {}
     with pytest.raises(Exception, match="No such compile option: 'xla_backend_optimisation_level'"):

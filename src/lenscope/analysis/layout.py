@@ -62,7 +62,7 @@ class Grid:
             l_, r_, b_, t_ = spill[id(ax)]
             bar = self.colorbars.get((r, c))
             if bar is not None:
-                bl, br, bb, bt = spill[id(bar)]
+                _, br, bb, bt = spill[id(bar)]
                 r_, b_, t_ = max(r_, BAR_GAP + BAR_WIDTH + br), max(b_, bb), max(t_, bt)
             left[c], right[c] = max(left[c], l_), max(right[c], r_)
             bottom[r], top[r] = max(bottom[r], b_), max(top[r], t_)
