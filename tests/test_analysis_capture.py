@@ -19,6 +19,7 @@ from lenscope.examples.grokking_analyses import AttentionAnalysis, embedding_spe
 from lenscope.models.transformer import MLP, Attention
 from lenscope.runner import run_job
 from lenscope.store import Store
+from lenscope.training.placement import abstract
 
 PATHS = ["", "embed", "blocks_0", "blocks_0/attn", "blocks_0/attn/query", "blocks_0/attn/key", "blocks_0/attn/value",
          "blocks_0/attn/out", "blocks_0/mlp", "blocks_0/mlp/fc_in", "blocks_0/mlp/fc_out", "unembed"]
@@ -159,12 +160,7 @@ def test_the_first_invocation_of_each_path_is_captured_when_called_twice(tmp_pat
 def test_an_executable_compiled_from_shapes_serves_the_arrays_and_a_new_shape_compiles_once_more(tmp_path):
     analysis = set_up(tmp_path, probe("shapes"))
     batch, key = analysis.analysis_batch(), analysis.analysis_key()
-
-    def spec(tree):
-        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding,
-                                                           weak_type=a.weak_type), tree)
-
-    ahead = analysis.executable(spec(analysis.state), spec(batch), spec(key))  # as a tandem warm-up does
+    ahead = analysis.executable(abstract(analysis.state), abstract(batch), abstract(key))  # as the tandem warm-up
     assert analysis.compilations == 1
     with xla_compilations() as compiled:
         results = analysis.compute(batch, key)

@@ -9,13 +9,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import flax.linen as nn
 import jax
-import numpy as np
 
 from ..errors import UsageError
 from ..files import is_plain_name, write_atomic
 from ..training import BaseTrainer
 from ..training.lineage import Lineage
-from ..training.placement import to_host
+from ..training.placement import signature, to_host
 from . import plots
 from .cfg import choose_paths
 from .publish import render
@@ -181,11 +180,11 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         placement details jit's own cache would key on.
         """
         args = (state, batch, key)
-        found = self._executables.get(signature(args))
-        if found is None:
-            found = self.compiled(batch, key).lower(*args).compile(dict(self.compiler_options()) or None)
-            self._executables[signature(args)] = found
-        return found
+        kind = signature(args)
+        if kind not in self._executables:
+            self._executables[kind] = self.compiled(batch, key).lower(*args).compile(
+                dict(self.compiler_options()) or None)
+        return self._executables[kind]
 
     def compiler_options(self) -> Mapping[str, Any]:
         """XLA options for the capture function: COMPILER_OPTIONS if set, else quick compilation for a tandem view.
@@ -240,16 +239,6 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         self.publish(results)
         self.on_analysis_end(results)
         return results
-
-
-def signature(tree: Any) -> tuple:
-    """What an executable is specialized to: the tree structure and each leaf's shape, dtype, weak type, sharding."""
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple(
-        (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding) if hasattr(leaf, "sharding")
-        else (np.shape(leaf), np.result_type(leaf), True)
-        for leaf in leaves
-    )
 
 
 def _check_name(cls: type) -> None:

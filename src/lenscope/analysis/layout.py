@@ -38,6 +38,11 @@ class Grid:
     suptitle: Text | None = None
     _placed_for: list[Spill] | None = field(default=None, repr=False)  # the measurement the positions answer
 
+    @classmethod
+    def of(cls, ax: Axes) -> Grid:
+        """A single panel."""
+        return cls(np.array([[ax]]))
+
     def fit(self, fig: Figure, passes: int = 3) -> None:
         """Place every axes so all text fits: measure, solve the margins, repeat until the measurement settles."""
         renderer = RendererAgg(max(int(fig.bbox.width), 1), max(int(fig.bbox.height), 1), fig.dpi)

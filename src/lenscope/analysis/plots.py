@@ -152,7 +152,7 @@ def heatmap(
         image = _draw_heatmap(ax, array, cmap, vmin, vmax)
         _ticklabels(ax, xt, yt)
         _decorate(ax, title, xlabel, ylabel)
-        grid = Grid(np.array([[ax]]))
+        grid = Grid.of(ax)
         if colorbar:
             bar = _colorbar(fig, image)
             grid.colorbars[0, 0] = bar.ax
@@ -244,7 +244,7 @@ def line(
         _decorate(ax, title, xlabel, ylabel)
         if len(series) > 1 and len(series) <= 12:
             ax.legend()
-        return _laid_out(fig, Grid(np.array([[ax]])))
+        return _laid_out(fig, Grid.of(ax))
 
 
 def bar(
@@ -265,7 +265,7 @@ def bar(
         long = len(heights) > 10 or max((len(n) for n in names), default=0) > 6
         ax.set_xticks(range(len(heights)), names, rotation=90 if long else 0)
         _decorate(ax, title, xlabel, ylabel)
-        return _laid_out(fig, Grid(np.array([[ax]])))
+        return _laid_out(fig, Grid.of(ax))
 
 
 def scatter(
@@ -290,7 +290,7 @@ def scatter(
     with _styled():
         fig = _figure()
         ax = fig.add_subplot()
-        grid = Grid(np.array([[ax]]))
+        grid = Grid.of(ax)
         if colors is None:
             ax.scatter(xs, ys, s=12, color=_PALETTE[0])
         else:
@@ -311,7 +311,7 @@ def to_pdf_bytes(fig: Figure) -> bytes:
     with _styled():
         grid = getattr(fig, "lenscope_grid", None)
         if grid is not None:
-            grid.fit(fig, passes=1)  # one measuring pass when nothing moved since the helper placed it
+            grid.fit(fig)  # one measuring pass when nothing moved since the helper placed it
         fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": "lenscope"})
     return buffer.getvalue()
 

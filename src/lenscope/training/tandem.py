@@ -9,13 +9,13 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-import jax
 
 from ..config import schema
 from ..errors import ConfigError
 from ..files import is_plain_name
 from ..store import Node
 from .lineage import Lineage
+from .placement import abstract
 
 log = logging.getLogger("lenscope.tandem")
 
@@ -74,12 +74,12 @@ class Tandem:
         """
         if not (self.analyses and self.trainer.args.analyze) or self._views is not None:
             return
-        state = _abstract(self.trainer.state)
+        state = abstract(self.trainer.state)
         jobs = []
         for view in self.views:
             try:
                 if view.output_schema() is None:
-                    batch, key = _abstract(view.analysis_batch()), _abstract(view.analysis_key())
+                    batch, key = abstract(view.analysis_batch()), abstract(view.analysis_key())
                     jobs.append((view, (state, batch, key)))
             except Exception:  # the first run repeats this in the training loop and reports the error there
                 log.debug("tandem analysis %s not compiled ahead", view.NAME, exc_info=True)
@@ -154,12 +154,3 @@ def _quietly(work: Any, what: str) -> None:
         work()
     except Exception:
         log.debug("tandem: %s failed", what, exc_info=True)
-
-
-def _abstract(tree: Any) -> Any:
-    """Shapes, dtypes, weak types and shardings of a tree's arrays: what compiling for them needs."""
-    def spec(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array):
-            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf.sharding, weak_type=leaf.weak_type)
-        return leaf
-    return jax.tree.map(spec, tree)
