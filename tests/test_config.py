@@ -23,7 +23,7 @@ from lenscope.config import (
     to_dict,
     to_yaml,
 )
-from lenscope.config_yaml import nest_paths
+from lenscope.config.dump import nest_paths
 from lenscope.errors import ConfigError, UsageError
 
 

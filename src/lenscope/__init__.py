@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import VERSION as __version__
 
 _EXPORTS = {
     "AnalysisBase": "lenscope.analysis",

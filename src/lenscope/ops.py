@@ -11,58 +11,13 @@ split, name, input_store, cache_dir) configure the run; the others are the analy
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import UsageError, hint
+from .analysis.registry import get, names, register
+from .errors import hint
 
-# Explicit registry: op name -> analysis class, or "module:Class" imported on first use.
-_OPS: dict[str, type | str] = {
-    "activation_stats": "lenscope.analysis.builtin.activations:ActivationStats",
-    "attention_patterns": "lenscope.analysis.builtin.attention:AttentionPatterns",
-    "logit_lens": "lenscope.analysis.builtin.logit_lens:LogitLens",
-    "weight_spectrum": "lenscope.analysis.builtin.spectrum:WeightSpectrum",
-}
-_WRAPPERS: dict[str, OpWrapper] = {}
-
-
-def register(name: str):
-    """Class decorator: register an analysis class as op `name` (then `lenscope.ops.<name>` wraps it)."""
-    if not isinstance(name, str) or not name.isidentifier():
-        raise UsageError(f"op names must be Python identifiers (they become lenscope.ops.<name>), got {name!r}")
-    if name in globals():
-        raise UsageError(f"op name {name!r} would hide lenscope.ops.{name}; choose another name")
-
-    def add(cls: type) -> type:
-        existing = _OPS.get(name)
-        if existing is not None and existing is not cls and _qualname(existing) != _qualname(cls):
-            raise UsageError(f"op name {name!r} is taken by {_qualname(existing)}")
-        _OPS[name] = cls
-        return cls
-
-    return add
-
-
-def _qualname(target: type | str) -> str:
-    return target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
-
-
-def names() -> list[str]:
-    """Registered op names, sorted."""
-    return sorted(_OPS)
-
-
-def get(name: str) -> type:
-    """The analysis class registered as `name` (imported on first use)."""
-    if name not in _OPS:
-        raise UsageError(f"unknown op {name!r}{hint(name, _OPS)}; ops: {', '.join(names())}")
-    target = _OPS[name]
-    if isinstance(target, str):
-        module, attr = target.split(":")
-        target = getattr(importlib.import_module(module), attr)
-        _OPS[name] = target
-    return target
+_WRAPPERS: dict[str, "OpWrapper"] = {}  # op name -> its wrapper, made on first access
 
 
 class OpWrapper:
@@ -95,8 +50,8 @@ class OpWrapper:
 
 
 def __getattr__(name: str) -> OpWrapper:
-    if name.startswith("__") or name not in _OPS:
-        raise AttributeError(f"module 'lenscope.ops' has no op {name!r}{hint(name, _OPS)}; ops: {', '.join(names())}")
+    if name.startswith("__") or name not in names():
+        raise AttributeError(f"module 'lenscope.ops' has no op {name!r}{hint(name, names())}; ops: {', '.join(names())}")
     wrapper = _WRAPPERS.get(name)
     if wrapper is None:
         wrapper = _WRAPPERS[name] = OpWrapper(name)
@@ -104,4 +59,4 @@ def __getattr__(name: str) -> OpWrapper:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_OPS))
+    return sorted(set(globals()) | set(names()))

@@ -171,7 +171,7 @@ class AnalysisCfg:
     # -- resolution ----------------------------------------------------------------------
     def resolve(self) -> type:
         """The analysis class: a registered op name, a job name or `module:Class`, or the class itself."""
-        from .. import ops
+        from . import registry as ops
         from ..registry import jobs, resolve
         from .base import AnalysisBase
 

@@ -13,7 +13,7 @@ from lenscope.errors import StoreError, UsageError, hint
 from lenscope.store.artifacts import ArtifactsMixin
 from lenscope.store.base import NodeLike, as_nodes, check_name
 from lenscope.store.blobs import Payload
-from lenscope.store.lineage import LineageMixin
+from lenscope.store.graph import GraphMixin
 from lenscope.store.node import Node, new_nonce
 from lenscope.store.query import Query
 from lenscope.store.schema import artifacts, edges, nodes, records
@@ -37,7 +37,7 @@ class NodeRecord:
     error: str | None = None
 
 
-class Store(LineageMixin, ArtifactsMixin):
+class Store(GraphMixin, ArtifactsMixin):
     """A lineage store: `Store()` opens $LENSCOPE_STORE or ./runs; `Store(folder)` or `Store(url)` another one."""
 
     # ---- nodes -------------------------------------------------------------------------------

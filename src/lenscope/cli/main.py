@@ -1,4 +1,4 @@
-"""The `lenscope` command: run, configure, jobs, ls, show, get (behaviour lives in cli_commands.py)."""
+"""The `lenscope` command: run, configure, jobs, ls, show, get (behaviour lives in commands.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .errors import LenscopeError
+from ..errors import LenscopeError
+from ..version import VERSION
+from . import commands
 
 _JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
 _NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
@@ -39,11 +41,9 @@ def _sub(sub: argparse._SubParsersAction, name: str, help: str, description: str
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `lenscope` command (one subparser per subcommand)."""
-    from . import __version__
-
     parser = _Parser(prog="lenscope", description="Train, analyze and look up JAX runs.",
                                      epilog=_EPILOG)
-    parser.add_argument("--version", action="version", version=f"lenscope {__version__}")
+    parser.add_argument("--version", action="version", version=f"lenscope {VERSION}")
     _options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -118,9 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `lenscope` command; returns the exit code."""
     args = parse(argv)
     try:
-        from . import cli_commands
-
-        return getattr(cli_commands, f"cmd_{args.command}")(args)
+        return getattr(commands, f"cmd_{args.command}")(args)
     except KeyboardInterrupt:
         print("lenscope: interrupted", file=sys.stderr)
         return 130
@@ -146,6 +144,3 @@ def _one_line(err: BaseException) -> str:
     notes = [" ".join(str(n).split()) for n in getattr(err, "__notes__", ())]
     return "; ".join([text] + notes) if notes else text
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,13 +12,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .config import hydrate, to_yaml
-from .errors import StoreError, UsageError, hint
-from .files import write_atomic
-from .registry import jobs, resolve
-from .runner import build_job, run_job
-from .store import Node, Store
-from .store.store import STATUSES
+from ..config import hydrate, to_yaml
+from ..errors import StoreError, UsageError, hint
+from ..files import write_atomic
+from ..registry import jobs, resolve
+from ..runner import build_job, run_job
+from ..store import Node, Store
+from ..store.store import STATUSES
 
 R = TypeVar("R")
 _TEXT_KEYS = {"node", "name", "nonce", "status", "node_name", "filename", "sha256"}  # --where VALUE stays text
@@ -37,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _open(args.store) as store:
             _lookup(store, args.base, store.status)
     if args.analysis:
-        from .runner import run_analyses
+        from ..runner import run_analyses
 
         node = run_analyses(args.job, args.analysis, args.sources, base=args.base, store=args.store)
     else:

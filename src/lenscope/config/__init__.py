@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-from .config_hydrate import format_override, hydrate, parse_override
-from .config_schema import MISSING, FieldSpec, Schema, field, schema
-from .config_yaml import to_dict, to_yaml
-from .errors import ConfigError
+from .hydrate import format_override, hydrate, parse_override
+from .schema import MISSING, FieldSpec, Schema, field, schema
+from .dump import to_dict, to_yaml
+from ..errors import ConfigError
 
 __all__ = [
     "MISSING",

@@ -14,8 +14,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .config_schema import MISSING, Schema, schema
-from .config_types import (
+from .schema import MISSING, Schema, schema
+from .types import (
     escape,
     finish,
     format_value,
@@ -26,8 +26,8 @@ from .config_types import (
     type_name,
     wants_str,
 )
-from .config_yaml import to_dict
-from .errors import ConfigError, hint
+from .dump import to_dict
+from ..errors import ConfigError, hint
 
 C = TypeVar("C")
 _KEY = re.compile(r"[^\s=./]+\Z")

@@ -10,7 +10,7 @@ from lenscope.store.node import Node
 from lenscope.store.schema import edges, nodes
 
 
-class LineageMixin(StoreBase):
+class GraphMixin(StoreBase):
     """The graph-reading half of the Store."""
 
     def parents(self, node: NodeLike) -> list[Node]:

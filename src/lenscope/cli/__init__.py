@@ -1,0 +1,5 @@
+"""The `lenscope` command line: `main` parses and dispatches, `commands` holds each subcommand."""
+
+from .main import main
+
+__all__ = ["main"]
