@@ -192,3 +192,48 @@ def test_json_rejects_non_finite_numbers_naming_the_key(value, where):
 def test_json_rejects_what_json_cannot_hold(value, message):
     with pytest.raises(UsageError, match=message):
         to_json_bytes(value)
+
+
+def test_long_panel_titles_wrap_within_their_panel_and_a_later_suptitle_stays_above():
+    long = "a rather long per-panel title that describes exactly what this panel of the grid shows"
+    fig = plots.heatmaps([RNG.random((6, 6)) for _ in range(6)], [f"head {i}: {long}" for i in range(6)], ncols=3)
+    fig.suptitle("A figure title that plot() adds after the helper returned")  # not known to the helper
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)
+    renderer = RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi)
+    for ax in fig.axes[:6]:
+        title, frame = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert "\n" in ax.get_title() and title.width <= frame.width + 1, ax.get_title()
+        assert " ".join(ax.get_title().split()).endswith(long)  # wrapped at spaces, no word broken or lost
+
+
+def test_a_title_changed_after_wrapping_is_wrapped_anew():
+    fig = plots.heatmaps([RNG.random((4, 4))] * 2, ["short", "x " * 60], ncols=2)
+    fig.axes[1].set_title("now short")
+    plots.to_pdf_bytes(fig)
+    assert fig.axes[1].get_title() == "now short"
+
+
+def test_helper_figures_are_freed_after_saving():
+    """A figure holds its layout Grid; the Grid must not form a cycle the garbage collector cannot see (#11.13)."""
+    import gc
+    import tracemalloc
+    import weakref
+
+    def one(i):
+        fig = plots.heatmaps([RNG.random((16, 16))] * 4, ["a", "b", "c", "d"], title=f"t{i}") if i % 2 else \
+            plots.heatmap(RNG.random((16, 16)), title=f"t{i}")
+        plots.to_pdf_bytes(fig)
+        return weakref.ref(fig)
+
+    for i in range(3):  # warm caches (fonts, renderers) before measuring
+        one(i)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    refs = [one(i) for i in range(40)]
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert sum(r() is not None for r in refs) == 0
+    assert grown < 2_000_000, f"40 saved figures left {grown / 1e6:.1f} MB allocated"

@@ -8,6 +8,7 @@ margins to that is enough, and it costs one text-measuring pass (two when the ti
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,20 +33,28 @@ class Grid:
     """A rows x cols grid of panels, each with an optional colorbar at its right, an optional colorbar
     spanning the grid's right side, and an optional figure title above everything."""
 
-    panels: np.ndarray  # object array [rows, cols] of Axes
+    panels: tuple[tuple[Axes, ...], ...]  # rows of Axes; tuples, not an object ndarray, whose cycles GC cannot see
     colorbars: dict[tuple[int, int], Axes] = field(default_factory=dict)
     shared_colorbar: Axes | None = None
     suptitle: Text | None = None
     _placed_for: list[Spill] | None = field(default=None, repr=False)  # the measurement the positions answer
+    _titles: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)  # panel -> (as given, as wrapped)
+
+    def __post_init__(self) -> None:
+        self.panels = tuple(tuple(row) for row in self.panels)
 
     @classmethod
     def of(cls, ax: Axes) -> Grid:
         """A single panel."""
-        return cls(np.array([[ax]]))
+        return cls(((ax,),))
+
+    def _cells(self) -> list[tuple[tuple[int, int], Axes]]:
+        return [((r, c), ax) for r, row in enumerate(self.panels) for c, ax in enumerate(row)]
 
     def fit(self, fig: Figure, passes: int = 3) -> None:
         """Place every axes so all text fits: measure, solve the margins, repeat until the measurement settles."""
         renderer = RendererAgg(max(int(fig.bbox.width), 1), max(int(fig.bbox.height), 1), fig.dpi)
+        self.suptitle = self.suptitle or getattr(fig, "_suptitle", None)  # also one plot() added after the helper
         for _ in range(passes):
             spills = [_spill(ax, renderer, fig.dpi) for ax in self._measured()]
             if self._placed_for is not None and np.allclose(spills, self._placed_for, atol=_SETTLED / fig.dpi, rtol=0):
@@ -54,16 +63,16 @@ class Grid:
             self._placed_for = spills
 
     def _measured(self) -> list[Axes]:
-        axes = list(self.panels.flat) + list(self.colorbars.values())
+        axes = [ax for _, ax in self._cells()] + list(self.colorbars.values())
         return axes + ([self.shared_colorbar] if self.shared_colorbar is not None else [])
 
     def _place(self, fig: Figure, spills: list[Spill], renderer: RendererAgg) -> None:
-        rows, cols = self.panels.shape
+        rows, cols = len(self.panels), len(self.panels[0])
         spill = dict(zip(map(id, self._measured()), spills))
         width, height = fig.get_size_inches()
         left, right = np.zeros(cols), np.zeros(cols)
         bottom, top = np.zeros(rows), np.zeros(rows)
-        for (r, c), ax in np.ndenumerate(self.panels):
+        for (r, c), ax in self._cells():
             l_, r_, b_, t_ = spill[id(ax)]
             bar = self.colorbars.get((r, c))
             if bar is not None:
@@ -82,10 +91,12 @@ class Grid:
         cell_w = (width - (cols + 1) * PAD - left.sum() - right.sum() - side) / cols
         cell_h = (height - (rows + 1) * PAD - head - bottom.sum() - top.sum()) / rows
         cell_w, cell_h = max(cell_w, _MIN_SIDE), max(cell_h, _MIN_SIDE)
+        for (r, c), ax in self._cells():
+            self._wrap_title(r * cols + c, ax, cell_w * fig.dpi, renderer)
         x0 = np.array([PAD + left[: c + 1].sum() + right[:c].sum() + c * (cell_w + PAD) for c in range(cols)])
         y_top = np.array([height - PAD - head - top[: r + 1].sum() - bottom[:r].sum() - r * (cell_h + PAD)
                           for r in range(rows)])
-        for (r, c), ax in np.ndenumerate(self.panels):
+        for (r, c), ax in self._cells():
             ax.set_position(_frac(fig, x0[c], y_top[r] - cell_h, cell_w, cell_h))
             bar = self.colorbars.get((r, c))
             if bar is not None:
@@ -94,6 +105,22 @@ class Grid:
             x = x0[-1] + cell_w + right[-1] + BAR_GAP
             bottom_edge = y_top[-1] - cell_h
             self.shared_colorbar.set_position(_frac(fig, x, bottom_edge, BAR_WIDTH, y_top[0] - bottom_edge))
+
+
+    def _wrap_title(self, index: int, ax: Axes, width: float, renderer: RendererAgg) -> None:
+        """Break a panel title into lines no wider than the panel (`width` pixels); the next pass measures it."""
+        title = ax.title
+        given, wrapped = self._titles.get(index, ("", None))
+        if title.get_text() != wrapped:  # new, or changed by plot() since the last fit
+            given = title.get_text()
+        title.set_text(given)
+        full = title.get_window_extent(renderer).width if given else 0.0
+        if full > width:
+            chars = max(int(len(given) * width / full), 8)
+            lines = [textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False)
+                     for line in given.split("\n")]
+            title.set_text("\n".join(lines))
+        self._titles[index] = (given, title.get_text())
 
 
 def _spill(ax: Axes, renderer: RendererAgg, dpi: float) -> Spill:
