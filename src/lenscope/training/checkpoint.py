@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ..errors import JobError
+from ..errors import CheckpointError, JobError
 from .state import flat_paths, key_path
 
 log = logging.getLogger("lenscope.checkpoint")
@@ -62,7 +62,7 @@ def read_checkpoint(path: Path | str) -> Any:
     """The raw saved tree (host arrays) at `path`; a clear error if it is missing or unreadable."""
     path = Path(path)
     if not path.is_dir():
-        raise JobError(f"checkpoint {path} does not exist")
+        raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         with ocp.StandardCheckpointer() as checkpointer:
             # A NumPy target restores host arrays: the saved shardings name the saving job's devices,
@@ -71,30 +71,65 @@ def read_checkpoint(path: Path | str) -> Any:
             target = jax.tree_util.tree_map(lambda leaf: np.empty(leaf.shape, leaf.dtype), saved)
             return checkpointer.restore(path.absolute(), target)
     except Exception as err:  # Orbax raises many types for a damaged directory
-        raise JobError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
+        raise CheckpointError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
 
 
-def partial_restore(target: Any, saved: Any) -> tuple[Any, list[str]]:
-    """Fill `target` with the leaves found in `saved`; returns the tree and the paths left initialized.
+_SHOWN = 5  # mismatches named in one error
 
-    A leaf present in both with another shape or dtype is an error naming its path.
+
+def restore_tree(target: Any, saved: Any, *, may_miss: Callable[[str], bool] | None = None,
+                 may_extra: bool = False) -> tuple[Any, list[str]]:
+    """Fill `target` with `saved`'s leaves, matched by path; returns the tree and the paths left initialized.
+
+    Strict unless told otherwise: a target leaf the checkpoint lacks (unless `may_miss(path)`), a checkpoint
+    leaf the target lacks (unless `may_extra`) or a leaf of another shape or dtype is one error naming the
+    first mismatches (a CheckpointError), raised before anything is placed.
     """
     found = flat_paths(saved)
-    missing: list[str] = []
+    wanted = flat_paths(target)
+    missing = [path for path in wanted if path not in found]
+    refused = [path for path in missing if may_miss is None or not may_miss(path)]
+    extra = [] if may_extra else [path for path in found if path not in wanted]
+    wrong = [path for path, leaf in wanted.items() if path in found and _kind(found[path]) != _kind(leaf)]
+    if refused or extra or wrong:
+        raise CheckpointError(_mismatch(refused, extra, wrong, found, wanted))
 
     def take(path: tuple, leaf: Any) -> Any:
         name = key_path(path)
         if name not in found:
-            missing.append(name)
             return leaf
         value = np.asarray(found[name])
-        want_shape, want_dtype = np.shape(leaf), np.asarray(leaf).dtype if not hasattr(leaf, "dtype") else leaf.dtype
-        if value.shape != want_shape or value.dtype != want_dtype:
-            raise JobError(
-                f"checkpoint leaf {name!r} has shape {value.shape} dtype {value.dtype}, "
-                f"the model expects shape {want_shape} dtype {want_dtype}; override surgery() to convert it"
-            )
         return jax.device_put(value, leaf.sharding) if isinstance(leaf, jax.Array) else value
 
-    restored = jax.tree_util.tree_map_with_path(take, target)
-    return restored, missing
+    return jax.tree_util.tree_map_with_path(take, target), missing
+
+
+def partial_restore(target: Any, saved: Any) -> tuple[Any, list[str]]:
+    """`restore_tree` that keeps every leaf the checkpoint lacks initialized and ignores leaves the model lacks.
+
+    For surgery on a changed model; shape or dtype mismatches are still errors.
+    """
+    return restore_tree(target, saved, may_miss=lambda path: True, may_extra=True)
+
+
+def _kind(leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
+    return tuple(np.shape(leaf)), np.dtype(leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
+
+
+def _listed(paths: list[str]) -> str:
+    more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
+    return ", ".join(repr(p) for p in paths[:_SHOWN]) + more
+
+
+def _mismatch(missing: list[str], extra: list[str], wrong: list[str], found: dict, wanted: dict) -> str:
+    parts = []
+    if missing:
+        parts.append(f"the checkpoint lacks {len(missing)} leaves of the model: {_listed(missing)}")
+    if extra:
+        parts.append(f"it has {len(extra)} leaves the model lacks: {_listed(extra)}")
+    for path in wrong[:_SHOWN]:
+        (have, have_t), (want, want_t) = _kind(found[path]), _kind(wanted[path])
+        parts.append(f"leaf {path!r} has shape {have} dtype {have_t}, the model expects shape {want} dtype {want_t}")
+    return ("checkpoint does not match the model: " + "; ".join(parts)
+            + ". Is it a checkpoint of this job? To restore a changed model on purpose, override surgery() "
+            "(e.g. partial_restore, or restore_tree with may_miss=...)")

@@ -1,0 +1,96 @@
+"""Restoring a checkpoint is strict unless surgery says otherwise (#11.1): a foreign checkpoint is one clear error."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lenscope.errors import CheckpointError
+from lenscope.runner import run_job
+from lenscope.store import Store
+from lenscope.training.checkpoint import partial_restore, restore_tree
+from tests.conftest import lenscope_cmd
+
+TARGET = {"params": {"embed": np.zeros((4, 3), np.float32), "head": np.zeros((3,), np.float32)}}
+
+
+def test_a_matching_checkpoint_restores_every_leaf():
+    saved = {"params": {"embed": np.ones((4, 3), np.float32), "head": np.full((3,), 2, np.float32)}}
+    restored, missing = restore_tree(TARGET, saved)
+    assert missing == [] and restored["params"]["head"].tolist() == [2, 2, 2]
+
+
+@pytest.mark.parametrize("saved, message", [
+    ({"params": {"embed": np.ones((4, 3), np.float32)}}, "the checkpoint lacks 1 leaves of the model: 'params/head'"),
+    ({"params": {**TARGET["params"], "extra": np.ones(2, np.float32)}}, "it has 1 leaves the model lacks: 'params/extra'"),
+    ({"params": {"embed": np.ones((4, 5), np.float32), "head": np.ones(3, np.float32)}},
+     "leaf 'params/embed' has shape (4, 5) dtype float32, the model expects shape (4, 3) dtype float32"),
+    ({"params": {"embed": np.ones((4, 3), np.float64), "head": np.ones(3, np.float32)}}, "dtype float64"),
+])
+def test_a_mismatched_checkpoint_is_one_error_naming_the_first_mismatches(saved, message):
+    with pytest.raises(CheckpointError, match="checkpoint does not match the model") as caught:
+        restore_tree(TARGET, saved)
+    assert message in str(caught.value) and "override surgery()" in str(caught.value)
+
+
+def test_partial_restore_is_the_explicit_opt_in():
+    restored, missing = partial_restore(TARGET, {"params": {"embed": np.ones((4, 3), np.float32), "x": np.ones(1)}})
+    assert missing == ["params/head"] and restored["params"]["embed"].sum() == 12
+    restored, missing = restore_tree(TARGET, {"params": {"embed": np.ones((4, 3), np.float32)}},
+                                     may_miss=lambda path: path.startswith("params/head"))
+    assert missing == ["params/head"]
+
+
+FOREIGN = '''
+    from dataclasses import dataclass
+
+    import numpy as np
+    import optax
+
+    from lenscope import ArrayData, BaseTrainer, TrainerConfig, field
+    from lenscope.models import MLPClassifier
+
+
+    @dataclass
+    class XorConfig(TrainerConfig):
+        steps: int = field("training/steps", default=4, help="steps")
+        checkpoint_interval: int = field("logging/checkpoint_interval", default=4, help="checkpoint every N steps")
+
+
+    class Xor(BaseTrainer[XorConfig, MLPClassifier]):
+        CONFIG = XorConfig
+
+        def build_model(self):
+            return MLPClassifier(features=(8,), n_out=2)
+
+        def build_data(self):
+            x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
+            y = (x[:, 0] > 0).astype(np.int32)
+            return ArrayData({"train": {"inputs": x, "labels": y}, "validation": {"inputs": x, "labels": y}},
+                             batch_size=32, seed=0)
+
+        def loss(self, params, batch, key):
+            logits = self.model.apply({"params": params}, batch["inputs"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean(), {}
+'''
+
+
+def test_an_analysis_on_a_foreign_checkpoint_fails_before_anything_is_written(tmp_path: Path):
+    (tmp_path / "xor.py").write_text(textwrap.dedent(FOREIGN))
+    store_root = tmp_path / "runs"
+    node = run_job(f"{tmp_path / 'xor.py'}:Xor", [f"logging/results={tmp_path / 'results'}"], store=store_root)
+    before = Store(store_root).get(node)
+    done = subprocess.run(lenscope_cmd("run", "grokking/fourier", "--base", str(node), "--store", str(store_root),
+                                       f"logging/results={tmp_path / 'analysis'}"),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "checkpoint does not match the model" in done.stderr and "lacks" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    after = Store(store_root).get(node)
+    assert after.artifacts == before.artifacts and after.values == before.values
+    assert Store(store_root).status(node) == "done"
+    assert not (tmp_path / "analysis").exists()
