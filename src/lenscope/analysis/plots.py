@@ -60,6 +60,9 @@ def _colorbar(fig: Figure, image: Any) -> Any:
 
 def _laid_out(fig: Figure, grid: Grid) -> Figure:
     """Place the grid now (for display), and keep it: saving refits, also after changes plot() made."""
+    for ax in fig.axes:  # ticks are remade when drawn, from the rc in force then: pin their size to the figure
+        ax.tick_params(axis="x", labelsize=STYLE["xtick.labelsize"])
+        ax.tick_params(axis="y", labelsize=STYLE["ytick.labelsize"])
     grid.fit(fig, passes=1)
     fig.lenscope_grid = grid
     return fig
