@@ -1,4 +1,5 @@
-# Two entry points on a fresh clone: `make demo` (train the grokking example) and `make test`.
+# Two entry points on a fresh clone: `make demo` (train the grokking example) and `make test`
+# (the import contracts and ruff, then the test suite).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,6 +19,8 @@ demo: setup
 	$(BIN)/lenscope run grokking/train
 
 test: setup
+	$(BIN)/lint-imports --no-cache --no-logo
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 bench: setup

@@ -37,7 +37,7 @@ import numpy as np
 import optax
 
 from lenscope.analysis import AnalysisBase
-from lenscope.analysis.trace import discover, make_capture_fn, module_path
+from lenscope.capture import discover, make_capture_fn, module_path
 from lenscope.config import field
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import Transformer

@@ -199,7 +199,8 @@ def main() -> None:
             print(
                 f"{name:14s} seed={seed} {r['steps_per_s']:7.1f} steps/s  "
                 f"memorize@{fmt(r['memorized'])}  generalize@{fmt(r['generalized'])}  "
-                f"wall_to_generalize={fmt(r['gen_s'], '.1f')}{'s' if r['gen_s'] else ''}  compile={r['compile_s']:.1f}s  "
+                f"wall_to_generalize={fmt(r['gen_s'], '.1f')}{'s' if r['gen_s'] else ''}  "
+                f"compile={r['compile_s']:.1f}s  "
                 f"ran={r['steps']} loss={r['final_loss']:.3g} val_acc={r['val_acc']:.3f} "
                 f"min_val_after={fmt(r['min_val_after'], '.3f')}  "
                 f"[{', '.join(f'{k}={v}' for k, v in dataclasses.asdict(c).items())}]",

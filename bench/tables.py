@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lenscope.analysis import AnalysisBase
-from lenscope.analysis.execution import execute_analysis_step
+from lenscope.analysis.running import execute_analysis_step
 from lenscope.analysis.table_run import build_dataset, write_parquet
 from lenscope.analysis.tables import parse_schema
 from lenscope.models import MLPClassifier

@@ -59,7 +59,8 @@ def main() -> None:
         bare = statistics.median(bare_loop(trainer, args.steps) for _ in range(args.repeats))
         framework = statistics.median(framework_run(same_work, f"{tmp}/fw{i}") for i in range(args.repeats))
         cadence = statistics.median(framework_run(base, f"{tmp}/cad{i}") for i in range(args.repeats))
-    rows = [("bare jitted loop", bare), ("run(), same work", framework), ("run(), default cadence (+validation)", cadence)]
+    rows = [("bare jitted loop", bare), ("run(), same work", framework),
+            ("run(), default cadence (+validation)", cadence)]
     print(f"grokking/train, {args.steps} steps, median of {args.repeats}; device={jax.devices()[0].platform}")
     print(f"{'loop':<40} {'s':>8} {'steps/s':>10} {'ratio to bare':>14}")
     for name, seconds in rows:

@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from conftest import TINY
 
-from lenscope.analysis import AnalysisBase, DebugInputs
-from lenscope.analysis.trace import module_path
+from lenscope.analysis import AnalysisBase
+from lenscope.capture import DebugInputs, module_path
 from lenscope.examples.grokking import GrokConfig, GrokTrainer
 from lenscope.examples.grokking_analyses import embedding_spectrum
 from lenscope.models import Transformer

@@ -7,6 +7,7 @@ When running as root the server runs as the `postgres` OS user (initdb refuses r
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -78,10 +79,8 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stop the server and delete its folder."""
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
             self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:

@@ -13,13 +13,12 @@ import pytest
 from analysis_probes import config, probe
 from conftest import xla_compilations
 
-from lenscope.analysis.trace import CaptureError
+from lenscope.capture import CaptureError, abstract
 from lenscope.errors import UsageError
 from lenscope.examples.grokking_analyses import AttentionAnalysis, embedding_spectrum
 from lenscope.models.transformer import MLP, Attention
 from lenscope.runner import run_job
 from lenscope.store import Store
-from lenscope.training.placement import abstract
 
 PATHS = ["", "embed", "blocks_0", "blocks_0/attn", "blocks_0/attn/query", "blocks_0/attn/key", "blocks_0/attn/value",
          "blocks_0/attn/out", "blocks_0/mlp", "blocks_0/mlp/fc_in", "blocks_0/mlp/fc_out", "unembed"]

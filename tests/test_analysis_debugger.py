@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from analysis_probes import config, snapshot, train_base
 
-from lenscope.analysis.trace import CaptureError
+from lenscope.capture import CaptureError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.examples.grokking_analyses import FourierAnalysis
 from lenscope.models.transformer import Attention

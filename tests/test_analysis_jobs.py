@@ -19,13 +19,13 @@ from conftest import lenscope_cmd
 import lenscope
 from lenscope.analysis import AnalysisBase
 from lenscope.config import field
-from lenscope.errors import ConfigError
+from lenscope.errors import CheckpointError, ConfigError
 from lenscope.examples.grokking import GrokConfig, GrokTrainer
 from lenscope.examples.grokking_analyses import embedding_spectrum
 from lenscope.models import Transformer
 from lenscope.runner import run_job
 from lenscope.store import Store
-from lenscope.training.checkpoint import read_checkpoint
+from lenscope.training.checkpoint import partial_restore, read_checkpoint
 
 Spectrum = probe("spectrum", output=spectrum_json)
 
@@ -79,8 +79,15 @@ def test_use_class_my_analysis_analysisbase_first_wrong_order_is_a_type_error_wi
 
 # -- "BaseTrainer owns config, construction, restoration/surgery, and cleanup; analysis replaces run()." ---
 def test_base_trainer_owns_restoration_surgery_and_cleanup_analysis_replaces_run(trained, tmp_path):
-    wider = Spectrum(trained.cfg + ["model/n_layers=2"], base=trained.base, store=trained.store)
-    node = run_job(wider)  # the trainer's partial restore: blocks_1 stays initialized
+    class WiderSpectrum(Spectrum):
+        def surgery(self, state, saved):  # the trainer's surgery hook, opting in to a partial restore
+            restored, self.restored_missing = partial_restore(state, saved)
+            return restored
+
+    with pytest.raises(CheckpointError, match="the checkpoint lacks .* 'params/blocks_1/"):
+        run_job(Spectrum(trained.cfg + ["model/n_layers=2"], base=trained.base, store=trained.store))
+    wider = WiderSpectrum(trained.cfg + ["model/n_layers=2"], base=trained.base, store=trained.store)
+    node = run_job(wider)  # blocks_1 stays initialized
     assert node == trained.base
     missing = wider.restored_missing
     assert missing and all(path.startswith(("params/blocks_1", "opt_state")) for path in missing)

@@ -205,7 +205,8 @@ def test_show_text_and_json(trained):
         record = store.get(node)
     assert data["values"] == record.values and data["status"] == "done" and data["config"] == record.config
     assert data["parents"] == [str(p) for p in record.parents]
-    assert data["artifacts"] == {k: {"filename": p.filename, "size": len(p.content)} for k, p in record.artifacts.items()}
+    artifacts = {k: {"filename": p.filename, "size": len(p.content)} for k, p in record.artifacts.items()}
+    assert data["artifacts"] == artifacts
 
 
 def test_get_writes_the_exact_bytes(trained, tmp_path):

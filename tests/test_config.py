@@ -58,7 +58,7 @@ class Everything:
     rate: float = field("a/rate", default=0.5, help="a float")
     flag: bool = field("a/flag", default=False, help="a bool")
     name: str = field("b/name", default="run", help="a str")
-    maybe: Optional[int] = field("b/maybe", default=None, help="an optional int")
+    maybe: Optional[int] = field("b/maybe", default=None, help="an optional int")  # noqa: UP045 - the typing form
     mode: Literal["fast", "slow"] = field("b/mode", default="fast", help="a literal")
     sizes: list[int] = field("c/sizes", default=[1, 2], help="a list of ints")
     words: tuple[str, ...] = field("c/words", default=("x",), help="a tuple of str")
@@ -480,7 +480,7 @@ def test_unresolvable_annotation_names_the_field():
     @dataclass
     class Forward:
         ok: int = field("a/ok", default=1)
-        bad: "Undefined" = field("a/bad", default=1)  # type: ignore[name-defined]  # noqa: F821
+        bad: Undefined = field("a/bad", default=1)  # type: ignore[name-defined]  # noqa: F821
 
     message = error(schema, Forward)
     assert "Forward.bad" in message and "Undefined" in message

@@ -8,9 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lenscope.analysis.debug import debug, find
-from lenscope.analysis.inputs import DebugInputs
-from lenscope.analysis.trace import CaptureError
+from lenscope.capture import CaptureError, DebugInputs, debug, find
 from lenscope.errors import UsageError
 
 D = 6
@@ -67,7 +65,7 @@ def test_bind_applies_defaults_and_supports_attribute_access():
     assert dict(inputs) == {"x": X, "mask": None, "temperature": 1.0}
     assert "x: float32[2,4,6]" in repr(inputs) and "mask: None" in repr(inputs)
     with pytest.raises(AttributeError, match="did you mean mask"):
-        inputs.mak
+        _ = inputs.mak
     with pytest.raises(AttributeError, match="read-only"):
         inputs.x = 1
 
@@ -163,17 +161,15 @@ def test_debug_with_dropout_rngs_gets_a_usable_layer(net):
 
 def test_debug_unknown_path_lists_paths(net):
     model, params = net
-    with pytest.raises(CaptureError, match=r"never called 'blocks_0/atn' \(did you mean blocks_0/attn.*'blocks_1/mlp'"):
-        with debug(fwd(model), (params, X), "blocks_0/atn"):
-            pass
-    with pytest.raises(CaptureError, match="must be a str"):
-        with debug(fwd(model), (params, X), 3):
-            pass
+    unknown = r"never called 'blocks_0/atn' \(did you mean blocks_0/attn.*'blocks_1/mlp'"
+    with pytest.raises(CaptureError, match=unknown), debug(fwd(model), (params, X), "blocks_0/atn"):
+        pass
+    with pytest.raises(CaptureError, match="must be a str"), debug(fwd(model), (params, X), 3):
+        pass
 
 
 def test_debug_refuses_a_vmapped_forward(net):
     model, params = net
     vmapped = jax.vmap(fwd(model), in_axes=(None, 0))
-    with pytest.raises(CaptureError, match="traced"):
-        with debug(vmapped, (params, X), "blocks_0/attn"):
-            pass
+    with pytest.raises(CaptureError, match="traced"), debug(vmapped, (params, X), "blocks_0/attn"):
+        pass

@@ -14,7 +14,7 @@ import pytest
 
 import lenscope.ops
 from lenscope.analysis.builtin import OpAnalysis
-from lenscope.analysis.trace import CaptureError
+from lenscope.capture import CaptureError
 from lenscope.errors import UsageError
 from lenscope.examples.grokking import GrokTrainer
 
@@ -41,7 +41,8 @@ def test_wrappers_are_made_on_first_use_without_importing_the_analyses():
         loaded = lambda: sorted(m for m in sys.modules if m.startswith("lenscope.analysis.builtin"))
         before = loaded()
         wrapper = ops.logit_lens
-        print(before, loaded(), wrapper is ops.logit_lens, "logit_lens" in vars(ops), repr(wrapper), sorted(ops.names()))
+        print(before, loaded(), wrapper is ops.logit_lens, "logit_lens" in vars(ops), repr(wrapper),
+              sorted(ops.names()))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
@@ -144,7 +145,8 @@ def test_weight_spectrum_is_the_svd_of_each_kernel(grok):
 
 
 def test_general_ops_on_an_mlp_and_their_saved_plots(tmp_path):
-    trainer = WideTrainer(["training/batch_size=32", f"logging/results={tmp_path / 'results'}"], store=tmp_path / "runs")
+    trainer = WideTrainer(["training/batch_size=32", f"logging/results={tmp_path / 'results'}"],
+                          store=tmp_path / "runs")
     assert sorted(lenscope.ops.activation_stats(trainer)) == ["dense_0", "dense_1"]
     assert sorted(lenscope.ops.weight_spectrum(trainer)) == ["dense_0/kernel", "dense_1/kernel"]
     with pytest.raises(CaptureError, match="no discovered Attention or MultiHeadDotProductAttention call"):

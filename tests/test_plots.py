@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 from lenscope.analysis import plots
-from lenscope.analysis.results import to_json_bytes
+from lenscope.analysis.json_bytes import to_json_bytes
 from lenscope.errors import UsageError
 
 RNG = np.random.default_rng(0)
@@ -75,7 +75,7 @@ def _assert_fits(fig):
     for ax, _, tight in boxes:
         assert fig.bbox.x0 - 1 <= tight.x0 and tight.x1 <= fig.bbox.x1 + 1, ax.get_title()
         assert fig.bbox.y0 - 1 <= tight.y0 and tight.y1 <= fig.bbox.y1 + 1, ax.get_title()
-    for a, frame_a, tight_a in boxes:
+    for a, _, tight_a in boxes:
         for b, frame_b, _ in boxes:
             shared = Bbox.intersection(tight_a, frame_b)
             overlap = 0 if a is b or shared is None else min(shared.width, shared.height)

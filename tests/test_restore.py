@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import lenscope_cmd
 
 from lenscope.errors import CheckpointError
 from lenscope.runner import run_job
 from lenscope.store import Store
 from lenscope.training.checkpoint import partial_restore, restore_tree
-from tests.conftest import lenscope_cmd
 
 TARGET = {"params": {"embed": np.zeros((4, 3), np.float32), "head": np.zeros((3,), np.float32)}}
 
@@ -26,7 +26,8 @@ def test_a_matching_checkpoint_restores_every_leaf():
 
 @pytest.mark.parametrize("saved, message", [
     ({"params": {"embed": np.ones((4, 3), np.float32)}}, "the checkpoint lacks 1 leaves of the model: 'params/head'"),
-    ({"params": {**TARGET["params"], "extra": np.ones(2, np.float32)}}, "it has 1 leaves the model lacks: 'params/extra'"),
+    ({"params": {**TARGET["params"], "extra": np.ones(2, np.float32)}},
+     "it has 1 leaves the model lacks: 'params/extra'"),
     ({"params": {"embed": np.ones((4, 5), np.float32), "head": np.ones(3, np.float32)}},
      "leaf 'params/embed' has shape (4, 5) dtype float32, the model expects shape (4, 3) dtype float32"),
     ({"params": {"embed": np.ones((4, 3), np.float64), "head": np.ones(3, np.float32)}}, "dtype float64"),

@@ -9,14 +9,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from conftest import lenscope_cmd
 
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.runner import run_job
 from lenscope.store import Store
 from lenscope.training.checkpoint import read_checkpoint
 from lenscope.training.state import flat_paths
-
-from conftest import lenscope_cmd
 
 JOB = str(Path(__file__).parent / "jobs" / "slow_grok.py") + ":SlowGrok"
 
@@ -47,7 +46,8 @@ def test_kill_after_checkpoint_then_resume_matches_uninterrupted_run(tiny, store
     assert proc.returncode == -signal.SIGKILL
     assert checkpoint_node.seq in (50, 100, 150)
 
-    resumed = subprocess.run(lenscope_cmd("run", JOB, *config, "--base", str(checkpoint_node), "--store", str(store_root)),
+    command = lenscope_cmd("run", JOB, *config, "--base", str(checkpoint_node), "--store", str(store_root))
+    resumed = subprocess.run(command,
                              capture_output=True, text=True, env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     final = resumed.stdout.strip().splitlines()[-1]

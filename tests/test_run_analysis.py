@@ -8,23 +8,25 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from lenscope.analysis.cfg import AnalysisCfg, match_paths
-from lenscope.analysis.execution import execute_analysis_op
-from lenscope.analysis.trace import CaptureError
+from lenscope.analysis import running
+from lenscope.analysis.builtin import OpAnalysis
+from lenscope.analysis.cfg import AnalysisCfg
+from lenscope.analysis.running import combined_class, execute_analysis_op
+from lenscope.capture import CaptureError, match_paths
 from lenscope.cli import main as cli_main
 from lenscope.errors import ConfigError, UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.examples.grokking_analyses import FourierAnalysis
-from lenscope.runner import run_job
+from lenscope.runner import run_analyses, run_job
 from lenscope.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
-from table_jobs import Recorder, RecordingTable
+from table_jobs import Recorder, RecordingTable, WideTrainer
 
 PATHS = ["", "embed", "blocks_0", "blocks_0/attn", "blocks_0/attn/query", "blocks_0/attn/key", "blocks_0/attn/value",
          "blocks_0/attn/out", "blocks_0/mlp", "blocks_0/mlp/fc_in", "blocks_0/mlp/fc_out", "unembed"]
@@ -103,7 +105,8 @@ def test_run_analysis_restores_once_and_runs_each_analysis_in_turn(base):
                                    AnalysisCfg(Recorder, name="again"), "activation_stats")
     assert CountingTrainer.restores == 1
     assert list(results) == ["recorder", "fourier", "recording_table", "again", "activation_stats"]
-    assert Recorder.EVENTS == [(e, n) for n in ("recorder", "recording_table", "again") for e in ("start", "epoch_end", "end")]
+    events = [(e, n) for n in ("recorder", "recording_table", "again") for e in ("start", "epoch_end", "end")]
+    assert events == Recorder.EVENTS
     assert int(results["recorder"]["layers"]) == len(PATHS) - 1
     assert results["recording_table"].num_rows == trainer.data.size("validation")
     # everything attached to the base node: no new node, no status change
@@ -117,10 +120,10 @@ def test_run_analysis_restores_once_and_runs_each_analysis_in_turn(base):
 def test_hooks_fire_in_tandem_and_standalone(tmp_path, tiny):
     Recorder.EVENTS.clear()
     run_job(HookedTrainer, tiny, store=tmp_path / "runs")  # validation at steps 20 and 40
-    assert Recorder.EVENTS == [(e, "grok_recorder") for e in ("start", "epoch_end", "end")] * 2
+    assert [(e, "grok_recorder") for e in ("start", "epoch_end", "end")] * 2 == Recorder.EVENTS
     Recorder.EVENTS.clear()
     run_job(GrokRecorder, tiny, store=tmp_path / "runs")
-    assert Recorder.EVENTS == [(e, "grok_recorder") for e in ("start", "epoch_end", "end")]
+    assert [(e, "grok_recorder") for e in ("start", "epoch_end", "end")] == Recorder.EVENTS
 
 
 def test_bad_cfgs_fail_before_anything_is_written(tmp_path, tiny):
@@ -165,7 +168,8 @@ def test_analysis_cfg_from_yaml_and_command_line_text(tmp_path):
 def test_lenscope_run_with_several_analyses(base, capsys):
     root, tiny, node = base
     code = cli_main(["run", "grokking/train", *tiny, "--base", str(node), "--store", str(root / "runs"),
-                     "--analysis", "activation_stats,names_filter=blocks_*", "--analysis", "grokking/probe_acts,name=acts"])
+                     "--analysis", "activation_stats,names_filter=blocks_*",
+                     "--analysis", "grokking/probe_acts,name=acts"])
     assert code == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"node {node}"
     store = Store(root / "runs")
@@ -189,6 +193,40 @@ def test_output_store_a_node_or_another_store(base, tmp_path):
     (exported,) = other.query().all()
     assert other.config(exported)["source"] == str(node) and other.status(exported) == "done"
     assert json.loads(other.artifact(exported, "activation_stats").content)["layers"]
+
+
+class Echo(OpAnalysis):
+    """Returns the analysis inputs it sees, from host code (no forward pass)."""
+
+    NAME = "echo"
+    PARAMS: ClassVar[dict] = {"scale": 1.0, "tag": "default"}
+
+    def compute(self, batch: Any = None, key: Any = None) -> dict[str, Any]:
+        """This call's analysis inputs."""
+        return self.analysis_inputs
+
+
+def test_analysis_inputs_merge_over_config_values_for_one_call_only(tmp_path):
+    trainer = WideTrainer([f"logging/results={tmp_path}"], store=tmp_path / "runs")
+    cfg = AnalysisCfg(Echo, params={"scale": 2.0})
+    assert execute_analysis_op(trainer, None, cfg, {"tag": "a"}) == {"scale": 2.0, "tag": "a"}
+    assert execute_analysis_op(trainer, None, cfg, {"extra": 1}) == {"scale": 2.0, "tag": "default", "extra": 1}
+    assert execute_analysis_op(trainer, None, cfg, {"scale": 3.0}) == {"scale": 3.0, "tag": "default"}
+    assert execute_analysis_op(trainer, None, cfg) == {"scale": 2.0, "tag": "default"}
+    assert execute_analysis_op(trainer, None, AnalysisCfg(Echo)) == {"scale": 1.0, "tag": "default"}
+    analysis = combined_class(Echo, WideTrainer)([f"logging/results={tmp_path}"], store=tmp_path / "runs")
+    assert execute_analysis_op(analysis, analysis_inputs={"tag": "b"}) == {"scale": 1.0, "tag": "b"}
+    assert analysis.analysis_inputs == {"scale": 1.0, "tag": "default"}
+
+
+def test_run_analyses_checks_the_configs_once(base, monkeypatch):
+    root, tiny, node = base
+    calls = []
+    check = running.check_cfgs
+    monkeypatch.setattr(running, "check_cfgs", lambda *args: calls.append(args[1]) or check(*args))
+    run_analyses(GrokTrainer, ["activation_stats,names_filter=blocks_*", AnalysisCfg(Echo)], tiny, base=node,
+                 store=root / "runs")
+    assert len(calls) == 1
 
 
 # -- persistent compilation cache ---------------------------------------------------------

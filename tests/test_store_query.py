@@ -10,7 +10,7 @@ from sqlalchemy import event
 from store_fixtures import BACKENDS
 
 from lenscope.errors import UsageError
-from lenscope.store import Node, Payload, Query, Store
+from lenscope.store import Node, Payload, Query, Store, StoreReader
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -275,3 +275,22 @@ def test_store_is_usable_across_queries_after_errors(world):
         store.query().seq("1")
     assert store.query().seq(1).all() == [train[1]]
     assert Node.parse(store.query().seq(1).select()[0]["node"]) == train[1]
+
+
+class ReaderOnly:
+    """Only what the StoreReader protocol names, taken from a real store: a Query needs nothing else."""
+
+    def __init__(self, store: Store) -> None:
+        self.blobs = store.blobs
+        self.read = store.read
+        self.checkpoint_path = store.checkpoint_path
+
+
+def test_a_query_runs_on_the_public_reader_interface_alone(world):
+    store, train, _ = world
+    reader: StoreReader = ReaderOnly(store)
+    query = Query(reader).checkpoint().name("grokking/train").artifact("fourier")
+    rows = query.select()
+    assert rows == store.query().checkpoint().name("grokking/train").artifact("fourier").select()
+    assert [r["checkpoint"] for r in rows] == [store.checkpoint_dir(train[1]), store.checkpoint_dir(train[3])]
+    assert rows[1]["payload"].content == b"v2 of 3" and Query(reader).count() == store.query().count()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lenscope.analysis.cfg import AnalysisCfg
-from lenscope.analysis.execution import execute_analysis_op, execute_analysis_step
+from lenscope.analysis.running import execute_analysis_op, execute_analysis_step
 from lenscope.analysis.table_run import build_dataset, write_parquet
 from lenscope.analysis.tables import (
     Column,
@@ -100,6 +100,18 @@ def test_table_mode_end_to_end(tmp_path):
     assert not (analysis.results_dir() / "hidden.pdf").exists()  # plot() returned None
 
 
+def test_a_split_that_is_not_a_multiple_of_the_batch_size_gives_one_row_per_example(tmp_path):
+    analysis = HiddenTable(wide(tmp_path, "data/examples=100"), store=tmp_path / "runs")
+    dataset = analysis.run()
+    assert analysis.data.num_batches("validation") == 1  # training's count: full batches only
+    assert dataset.num_rows == 100 and analysis.compilations == 1  # the short batch of 36 is padded to 64
+    np.testing.assert_array_equal(dataset["index"], np.arange(100))
+    whole = execute_analysis_op(analysis, dict(analysis.data.splits["validation"]))  # all 100 in one batch
+    np.testing.assert_allclose(dataset.with_format("numpy")["hidden"], whole["hidden"], rtol=1e-5, atol=1e-6)
+    trainer = WideTrainer(wide(tmp_path, "data/examples=100"), store=tmp_path / "runs")
+    assert trainer.run_analysis(AnalysisCfg(HiddenTable, max_batches=1, name="one"))["one"].num_rows == 64
+
+
 def test_batch_limit_from_config_and_from_analysis_cfg(tmp_path):
     analysis = HiddenTable(wide(tmp_path, "analysis/max_batches=3"), store=tmp_path / "runs")
     assert analysis.run().num_rows == 192
@@ -112,13 +124,17 @@ def test_batch_limit_from_config_and_from_analysis_cfg(tmp_path):
 def test_arrays_strings_and_a_plot_drawn_from_the_table(tmp_path, tiny):
     analysis = StreamTable(tiny + ["training/batch_size=16"], store=tmp_path / "runs")
     dataset = analysis.run()
-    batches = analysis.data.num_batches("validation")
-    assert dataset.num_rows == 16 * batches and batches > 1
+    size = analysis.data.size("validation")
+    assert dataset.num_rows == size == 132 and size % 16  # 8 full batches and a short one of 4: every example once
+    assert analysis.compilations == 1  # the short batch is padded to the full shape
+    tail = analysis.data.splits["validation"]["inputs"][-4:]
+    assert dataset["text"][-4:] == [f"{a}+{b}=" for a, b, _ in tail.tolist()]
     assert dataset.features["stream"] == datasets.Array2D(shape=(3, 32), dtype="float32")
     first = analysis.batch("validation", 0)
     tokens = np.asarray(first["inputs"])
     assert dataset["text"][:3] == [f"{a}+{b}=" for a, b, _ in tokens[:3].tolist()]
-    np.testing.assert_array_equal(dataset.with_format("numpy")["stream"][:16], execute_analysis_op(analysis, first)["stream"])
+    first_rows = execute_analysis_op(analysis, first)["stream"]
+    np.testing.assert_array_equal(dataset.with_format("numpy")["stream"][:16], first_rows)
     pdf = analysis.results_dir() / "stream.pdf"
     assert pdf.read_bytes()[:5] == b"%PDF-"
     assert analysis.store.artifact(analysis.node, "stream.plot").content == pdf.read_bytes()
@@ -141,7 +157,8 @@ def test_execute_analysis_step_yields_the_rows_table_mode_stores(tmp_path):
 @pytest.mark.parametrize("schema, words", [
     ({"hidden": "float32[15]", "norm": "float32", "labels": "int32", "index": "int64"},
      ["'hidden'", "examples, 15", "float32[64, 16]"]),
-    ({"hidden": "float32[16]", "norm": "int32", "labels": "int32", "index": "int64"}, ["'norm'", "int32", "float32[64]"]),
+    ({"hidden": "float32[16]", "norm": "int32", "labels": "int32", "index": "int64"},
+     ["'norm'", "int32", "float32[64]"]),
     ({"hidden": "float32[16]", "norm": "float32", "labels": "int32", "index": "int64", "extra": "int32"},
      ["'extra'", "missing"]),
     ({"hidden": "float32[16]", "labels": "int32", "index": "int64"}, ["'norm'", "schema lacks"]),
@@ -157,7 +174,7 @@ def test_a_batch_that_does_not_match_the_schema_fails_before_anything_is_written
 
 
 def _peaks(tmp_path: Path, batches: int) -> tuple[int, int, int]:
-    """Peak traced Python memory of streaming `batches` batches of 1024 rows to Parquet, of a whole run, and the file size."""
+    """Peak Python memory of streaming `batches` batches of 1024 rows to Parquet and of a whole run; file size."""
     examples = 1024 * batches
     analysis = HiddenTable(wide(tmp_path / str(examples), f"data/examples={examples}", "training/batch_size=1024"),
                            store=tmp_path / "runs")
@@ -255,8 +272,8 @@ def test_tables_docs_examples_run(tmp_path, monkeypatch, capsys):
     exec(compile("\n".join(blocks), str(doc), "exec"), {"__name__": "docs_tables"})  # noqa: S102 (the doc is ours)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "20"
-    assert out[1].startswith("128 List(")  # 8 full batches of 16 from the 132 validation examples
-    assert out[2] == "True 128"
+    assert out[1].startswith("132 List(")  # every one of the 132 validation examples: 8 batches of 16 and one of 4
+    assert out[2] == "True 132"
     assert out[3] == "(16,) 16 ['correct', 'labels', 'logits', 'margin']"
     assert out[4] == "['activation_stats', 'fourier', 'weight_spectrum'] ['blocks_0/attn', 'blocks_0/mlp']"
     assert out[5] == "['blocks_0 (input)', 'blocks_0 (output)'] (2, 2, 3, 3)"

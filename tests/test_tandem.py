@@ -206,6 +206,44 @@ def test_training_compiles_views_ahead_and_reuses_that_trace(tiny, store_root):
                                                                 for cls in analyses)
 
 
+class Wrapped(SummaryAnalysis):
+    """A tandem analysis overriding run(): records each call, then runs the default."""
+
+    NAME = "wrapped"
+    calls: ClassVar[list[tuple[int, str]]] = []
+
+    def run(self):
+        type(self).calls.append((self.node.seq, threading.current_thread().name))
+        return super().run()
+
+
+class Replaced(SummaryAnalysis):
+    """A tandem analysis whose run() replaces the default entirely: one value, no figure."""
+
+    NAME = "replaced"
+    calls: ClassVar[list[int]] = []
+
+    def run(self):
+        type(self).calls.append(self.node.seq)
+        self.lineage.record({"replaced/seq": self.node.seq})
+
+
+def test_an_overridden_run_is_called_once_per_validation(tiny, store_root):
+    Wrapped.calls.clear()
+    Replaced.calls.clear()
+    node = run_job(host(Wrapped, Replaced), tiny + ["logging/validation_interval=10"], store=store_root)
+    assert Wrapped.calls == [(10, "MainThread"), (20, "MainThread"), (30, "MainThread"), (40, "MainThread")]
+    assert Replaced.calls == [10, 20, 30, 40]
+    store = Store(store_root)
+    rows = store.query().nonce(node.nonce).artifact("wrapped").sort("seq").select()
+    assert [r["seq"] for r in rows] == [10, 20, 30, 40]  # super().run() still publishes, each on its node
+    assert all(json.loads(r["payload"].content)["seq"] == r["seq"] for r in rows)
+    replaced = store.query().nonce(node.nonce).where("replaced/seq", ">=", 0).sort("seq").all()
+    assert [store.values(n)["replaced/seq"] for n in replaced] == [10, 20, 30, 40]
+    assert store.query().nonce(node.nonce).artifact("replaced").count() == 0
+    store.close()
+
+
 def test_analyze_false_traces_nothing_and_writes_nothing(tiny, store_root, tmp_path):
     analyses = [counting(FourierAnalysis), counting(SummaryAnalysis)]
     trainer = host(*analyses)(tiny + ["training/analyze=false"], store=store_root)

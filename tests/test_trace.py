@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lenscope.analysis.inputs import DebugInputs
-from lenscope.analysis.trace import (
+from lenscope.capture import (
     CaptureError,
+    DebugInputs,
     discover,
     make_capture_fn,
     validate_result,
@@ -150,8 +150,8 @@ def test_list_selection_gives_parallel_lists_in_selection_order(lm):
 
     def analyze(layers, inputs):
         assert isinstance(layers, list) and isinstance(inputs, list)
-        order.extend(type(l).__name__ for l in layers)
-        return [l(**i) for l, i in zip(layers, inputs)]
+        order.extend(type(layer).__name__ for layer in layers)
+        return [layer(**i) for layer, i in zip(layers, inputs)]
 
     f = jax.jit(make_capture_fn(forward(model), ["blocks_1/mlp", "blocks_0/attn"], True, analyze))
     mlp_out, attn_out = f(params, TOKENS)
@@ -214,7 +214,7 @@ def test_jit_compiles_once_for_same_shapes(lm):
         traces.append(1)
         return model.apply({"params": p}, t)
 
-    f = jax.jit(make_capture_fn(traced, ["blocks_0/attn"], False, lambda l, i: l.pattern(i.x, i.mask)))
+    f = jax.jit(make_capture_fn(traced, ["blocks_0/attn"], False, lambda layer, i: layer.pattern(i.x, i.mask)))
     a = f(params, TOKENS)
     b = f(params, (TOKENS + 1) % 11)
     assert len(traces) == 1 and f._cache_size() == 1
@@ -264,10 +264,10 @@ def test_selection_spanning_two_applies(lm):
 
 def test_result_validation_names_the_leaf(lm):
     model, params = lm
-    f = jax.jit(make_capture_fn(forward(model), ["head"], False, lambda l, i: {"ok": i.inputs, "bad": "text"}))
+    f = jax.jit(make_capture_fn(forward(model), ["head"], False, lambda layer, i: {"ok": i.inputs, "bad": "text"}))
     with pytest.raises(UsageError, match=r"\['bad'\].*str"):
         f(params, TOKENS)
-    g = jax.jit(make_capture_fn(forward(model), ["head"], False, lambda l, i: {"layer": l}))
+    g = jax.jit(make_capture_fn(forward(model), ["head"], False, lambda layer, i: {"layer": layer}))
     with pytest.raises(UsageError, match=r"\['layer'\].*Dense"):
         g(params, TOKENS)
 
@@ -303,7 +303,7 @@ def test_forward_hidden_behind_a_warm_inner_jit_is_a_clear_error(lm):
     model, params = lm
     inner = jax.jit(forward(model))
     inner(params, TOKENS)
-    f = jax.jit(make_capture_fn(lambda p, t: inner(p, t), ["head"], False, lambda l, i: i.inputs.sum()))
+    f = jax.jit(make_capture_fn(lambda p, t: inner(p, t), ["head"], False, lambda layer, i: i.inputs.sum()))
     with pytest.raises(CaptureError, match="own jax.jit"):
         f(params, TOKENS)
     with pytest.raises(CaptureError, match="own jax.jit"):

@@ -6,11 +6,11 @@ import jax
 import numpy as np
 import pytest
 
-from lenscope.errors import ConfigError, JobError, UsageError
+from lenscope.errors import CheckpointError, ConfigError, UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.runner import run_job
 from lenscope.store import Store
-from lenscope.training.checkpoint import read_checkpoint
+from lenscope.training.checkpoint import partial_restore, read_checkpoint
 from lenscope.training.state import flat_paths
 
 
@@ -60,6 +60,29 @@ def test_run_writes_values_checkpoints_and_ticks_as_configured(tiny, store_root)
     assert int(saved["step"]) == 40
 
 
+def test_interval_zero_means_never(tiny, store_root):
+    """validation, checkpoint and report intervals of 0 never fire, in a real run that ends done."""
+    never = ["logging/validation_interval=0", "logging/checkpoint_interval=0", "logging/report_interval=0"]
+    node = run_job(GrokTrainer, tiny + never, store=store_root)
+    store = Store(store_root)
+    assert node.seq == 40 and store.status(node) == "done"
+    assert [n.seq for n in store.query().nonce(node.nonce).sort("seq").all()] == list(range(41))
+    assert store.query().nonce(node.nonce).checkpoint().count() == 0
+    assert not any(store.values(n) for n in store.query().nonce(node.nonce).all())
+    assert store.query().artifact().count() == 0  # no validation, so no tandem analysis either
+    only_validation = run_job(GrokTrainer, tiny + ["logging/checkpoint_interval=0"], store=store_root)
+    validated = store.query().nonce(only_validation.nonce).where("val/loss", ">=", 0).sort("seq").all()
+    assert [n.seq for n in validated] == [20, 40] and store.checkpoint(only_validation) is None
+
+
+@pytest.mark.parametrize("path", ["logging/validation_interval", "logging/checkpoint_interval",
+                                  "logging/report_interval"])
+def test_negative_interval_is_refused_before_anything_is_written(tiny, store_root, path):
+    with pytest.raises(ConfigError, match=f"{path} must be >= 0 \\(0 means never\\), got -5"):
+        run_job(GrokTrainer, tiny + [f"{path}=-5"], store=store_root)
+    assert not store_root.exists()
+
+
 def test_resume_attaches_to_base_and_continues(tiny, store_root):
     first = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
     resumed = run_job(GrokTrainer, tiny + ["training/steps=40"], base=str(first), store=store_root)
@@ -83,9 +106,21 @@ def test_branch_starts_a_new_lineage_whose_parent_is_the_base(tiny, store_root):
     assert base in store.ancestors(branch)
 
 
-def test_restore_into_model_with_extra_layer_reports_missing_leaves(tiny, store_root):
+class PartialGrok(GrokTrainer):
+    """Opts in to a partial restore through surgery (#11.1: the default is strict)."""
+
+    def surgery(self, state, saved):
+        restored, self.restored_missing = partial_restore(state, saved)
+        return restored
+
+
+def test_restore_into_model_with_extra_layer_is_refused_unless_surgery_opts_in(tiny, store_root):
     base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
-    bigger = GrokTrainer(tiny + ["model/n_layers=2"], base=base, store=store_root)
+    count = len(Store(store_root).query().all())
+    with pytest.raises(CheckpointError, match="the checkpoint lacks .* 'params/blocks_1/"):
+        GrokTrainer(tiny + ["model/n_layers=2"], base=base, store=store_root).setup(resume=False)
+    assert len(Store(store_root).query().all()) == count
+    bigger = PartialGrok(tiny + ["model/n_layers=2"], base=base, store=store_root)
     bigger.setup(resume=False)
     missing = bigger.restored_missing
     assert missing and all("blocks_1" in m for m in missing)
@@ -99,7 +134,7 @@ def test_shape_mismatch_names_the_leaf_and_writes_nothing(tiny, store_root):
     base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
     count = len(Store(store_root).query().all())
     wider = GrokTrainer(tiny + ["model/d_mlp=32"], base=base, store=store_root)
-    with pytest.raises(JobError, match="params/blocks_0/mlp/fc_in/"):
+    with pytest.raises(CheckpointError, match="params/blocks_0/mlp/fc_in/"):
         wider.setup(resume=False)
     assert len(Store(store_root).query().all()) == count
 
@@ -113,7 +148,7 @@ def test_missing_or_corrupt_checkpoint_is_a_clear_error(tiny, store_root):
         if item.is_file() and item.name != "_CHECKPOINT_METADATA":
             item.write_bytes(b"garbage")
     trainer = GrokTrainer(tiny, base=base, store=store_root)
-    with pytest.raises(JobError, match="unreadable"):
+    with pytest.raises(CheckpointError, match="unreadable"):
         trainer.setup(resume=True)
     no_checkpoint = store.query().nonce(base.nonce).seq(5).all()[0]
     with pytest.raises(UsageError, match="no checkpoint"):

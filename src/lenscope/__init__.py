@@ -1,22 +1,44 @@
 """lenscope: see what a JAX model learns, with analyses that share the trainer's lifecycle.
 
-Names are imported on first use, so `lenscope ls`/`show`/`get` start without loading JAX.
+Names are imported on first use (the `_EXPORTS` table), so `lenscope ls`/`show`/`get` start without
+loading JAX; the TYPE_CHECKING block imports the same objects for type checkers and IDEs, and `__all__`
+lists them (tests/test_public_api.py keeps the three in step).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .version import VERSION as __version__
+from .version import VERSION
+
+__version__ = VERSION
+
+if TYPE_CHECKING:
+    from . import ops
+    from .analysis import AnalysisBase, plots
+    from .analysis.builtin import OpAnalysis
+    from .analysis.cfg import AnalysisCfg
+    from .analysis.running import execute_analysis_op, execute_analysis_step
+    from .analysis.table_run import TableConfig
+    from .analysis.tables import load_table
+    from .capture import CaptureError, DebugInputs
+    from .config import field, hydrate, to_yaml
+    from .errors import ConfigError, JobError, LenscopeError, StoreError, UsageError
+    from .registry import job, jobs, resolve
+    from .runner import build_job, run_analyses, run_job
+    from .store import Node, NodeRecord, Payload, Query, Store
+    from .training import BaseTrainer, TrainerConfig, TrainState
+    from .training.data import ArrayData
 
 _EXPORTS = {
     "AnalysisBase": "lenscope.analysis",
     "AnalysisCfg": "lenscope.analysis.cfg",
+    "ArrayData": "lenscope.training.data",
     "BaseTrainer": "lenscope.training",
-    "CaptureError": "lenscope.analysis.trace",
+    "CaptureError": "lenscope.capture",
     "ConfigError": "lenscope.errors",
-    "DebugInputs": "lenscope.analysis",
+    "DebugInputs": "lenscope.capture",
     "JobError": "lenscope.errors",
     "LenscopeError": "lenscope.errors",
     "Node": "lenscope.store",
@@ -26,12 +48,13 @@ _EXPORTS = {
     "Query": "lenscope.store",
     "Store": "lenscope.store",
     "StoreError": "lenscope.errors",
+    "TableConfig": "lenscope.analysis.table_run",
     "TrainState": "lenscope.training",
     "TrainerConfig": "lenscope.training",
     "UsageError": "lenscope.errors",
     "build_job": "lenscope.runner",
-    "execute_analysis_op": "lenscope.analysis.execution",
-    "execute_analysis_step": "lenscope.analysis.execution",
+    "execute_analysis_op": "lenscope.analysis.running",
+    "execute_analysis_step": "lenscope.analysis.running",
     "field": "lenscope.config",
     "hydrate": "lenscope.config",
     "job": "lenscope.registry",
@@ -44,7 +67,42 @@ _EXPORTS = {
 }
 _MODULES = {"ops": "lenscope.ops", "plots": "lenscope.analysis.plots"}
 
-__all__ = sorted([*_EXPORTS, *_MODULES])
+__all__ = [
+    "AnalysisBase",
+    "AnalysisCfg",
+    "ArrayData",
+    "BaseTrainer",
+    "CaptureError",
+    "ConfigError",
+    "DebugInputs",
+    "JobError",
+    "LenscopeError",
+    "Node",
+    "NodeRecord",
+    "OpAnalysis",
+    "Payload",
+    "Query",
+    "Store",
+    "StoreError",
+    "TableConfig",
+    "TrainState",
+    "TrainerConfig",
+    "UsageError",
+    "build_job",
+    "execute_analysis_op",
+    "execute_analysis_step",
+    "field",
+    "hydrate",
+    "job",
+    "jobs",
+    "load_table",
+    "ops",
+    "plots",
+    "resolve",
+    "run_analyses",
+    "run_job",
+    "to_yaml",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,10 @@ class ConfigError(UsageError):
     """A configuration that does not fit its schema; raised before anything runs."""
 
 
+class CheckpointError(UsageError):
+    """A checkpoint that does not fit the model being restored, or is missing or damaged (the user's input)."""
+
+
 class StoreError(LenscopeError):
     """The lineage store refused a read or a write, or is of another schema version."""
 

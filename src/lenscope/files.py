@@ -1,4 +1,4 @@
-"""Atomic file writes: a temporary name in the target folder, then a rename, so readers never see half a file."""
+"""Files: atomic writes (a temporary sibling, then a rename, so readers never see half a file) and plain names."""
 
 from __future__ import annotations
 
@@ -8,6 +8,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import UsageError
+
+
+def umask() -> int:
+    """The process's file-creation mask, read without changing it (os.umask alone sets it, racing other threads)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # no /proc (not Linux): set and restore at once
+    os.umask(mask)
+    return mask
+
 
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
@@ -15,6 +31,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a written file gets the mode open() would give it
     os.close(fd)
     try:
         yield Path(tmp)
@@ -26,15 +43,39 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
 
 def write_atomic(path: Path | str, content: bytes, *, sync: bool = True) -> Path:
     """Write `content` to `path` through a temporary sibling (fsynced) and an atomic rename; returns the path."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            if sync:
-                os.fsync(handle.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(content)
+        handle.flush()
+        if sync:
+            os.fsync(handle.fileno())
     return Path(path)
 
 
-def is_plain_name(name: object) -> bool:
-    """Whether `name` can name a file by itself: a nonempty string without separators, NUL or '..'."""
-    return isinstance(name, str) and bool(name) and not any(c in name for c in "/\\\0") and ".." not in name
+MAX_NAME = 255  # the longest file name most file systems take
+
+
+def _plain_name_problem(value: object) -> str | None:
+    """Why `value` cannot name a file by itself (in a folder, as an artifact), or None when it can."""
+    if not isinstance(value, str):
+        return f"it is not a string but a {type(value).__name__}"
+    if not value:
+        return "it is empty"
+    if "/" in value or "\\" in value:
+        return "it contains a path separator ('/' or '\\')"
+    if ".." in value:
+        return "it contains '..'"
+    if "\0" in value:
+        return "it contains a NUL character"
+    if value == ".":
+        return "it is '.'"
+    if len(value) > MAX_NAME:
+        return f"it is longer than {MAX_NAME} characters"
+    return None
+
+
+def check_plain_name(value: object, what: str, error: type[Exception] = UsageError) -> str:
+    """`value` if it is a plain name (names a file by itself); else `error` naming `what` and the broken rule."""
+    problem = _plain_name_problem(value)
+    if problem is not None:
+        raise error(f"{what} must be a nonempty plain name; {value!r} is refused: {problem}")
+    return value

@@ -10,14 +10,15 @@ split, name, input_store, cache_dir) configure the run; the others are the analy
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .analysis.registry import get, names, register
+from .analysis.cfg import AnalysisCfg, option_fields
+from .analysis.registry import get, names, register  # noqa: F401  (register is lenscope.ops.register)
+from .analysis.running import execute_analysis_op
 from .errors import hint
 
-_WRAPPERS: dict[str, "OpWrapper"] = {}  # op name -> its wrapper, made on first access
+_WRAPPERS: dict[str, OpWrapper] = {}  # op name -> its wrapper, made on first access
 
 
 class OpWrapper:
@@ -30,9 +31,7 @@ class OpWrapper:
 
     def cfg(self, **params: Any) -> Any:
         """The AnalysisCfg a call with these keyword arguments runs."""
-        from .analysis.cfg import AnalysisCfg
-
-        fields = {f.name for f in dataclasses.fields(AnalysisCfg)} - {"analysis", "params"}
+        fields = option_fields()
         known = {k: v for k, v in params.items() if k in fields}
         rest = {k: v for k, v in params.items() if k not in fields}
         return AnalysisCfg(analysis=self.name, params=rest, **known)
@@ -40,8 +39,6 @@ class OpWrapper:
     def __call__(self, trainer: Any, batch: Mapping[str, Any] | None = None, *,
                  analysis_inputs: Mapping[str, Any] | None = None, **params: Any) -> Any:
         """Run on `trainer` (restored or set up first if it has no state) and return the results."""
-        from .analysis.execution import execute_analysis_op
-
         get(self.name)
         return execute_analysis_op(trainer, batch, self.cfg(**params), analysis_inputs)
 
@@ -51,7 +48,8 @@ class OpWrapper:
 
 def __getattr__(name: str) -> OpWrapper:
     if name.startswith("__") or name not in names():
-        raise AttributeError(f"module 'lenscope.ops' has no op {name!r}{hint(name, names())}; ops: {', '.join(names())}")
+        raise AttributeError(f"module 'lenscope.ops' has no op {name!r}{hint(name, names())}; "
+                             f"ops: {', '.join(names())}")
     wrapper = _WRAPPERS.get(name)
     if wrapper is None:
         wrapper = _WRAPPERS[name] = OpWrapper(name)

@@ -45,19 +45,14 @@ def run_job(job: str | type | Any, sources: Sequence[Any] = (), *, base: Node | 
 
 def run_analyses(job: str | type | Any, analyses: Sequence[Any], sources: Sequence[Any] = (), *,
                  base: Node | str | None = None, store: Store | str | os.PathLike | None = None) -> Node:
-    """Run analyses on a job's state (its `base` checkpoint, else fresh initialization) and return the node they attach to.
+    """Run analyses on a job's state (its `base` checkpoint, else fresh state) and return the node they attach to.
 
     `analyses` holds AnalysisCfg objects, registered names, classes, or `--analysis` texts
-    (`NAME`, `NAME,key=value,...` or a YAML file); all are checked before anything is written.
+    (`NAME`, `NAME,key=value,...` or a YAML file); run_analysis checks them all before anything is written.
     """
-    from .analysis.cfg import AnalysisCfg
-    from .analysis.multi import check_cfgs
-
-    cfgs = [cfg for item in analyses for cfg in (AnalysisCfg.parse(item) if isinstance(item, str) else [item])]
     instance = job if not isinstance(job, (str, type)) else build_job(job, sources, base=base, store=store)
 
     def body() -> None:
-        check_cfgs(instance, tuple(cfgs))  # every cfg, before anything is written
-        instance.run_analysis(*cfgs)
+        instance.run_analysis(*analyses)
 
     return _lifecycle(instance, body)

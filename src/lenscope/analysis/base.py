@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import flax.linen as nn
 import jax
 
-from ..errors import UsageError
-from ..files import is_plain_name, write_atomic
+from ..capture import Capturer, backend_for
+from ..files import check_plain_name, write_atomic
 from ..training import BaseTrainer
-from ..training.lineage import Lineage
-from ..training.placement import signature, to_host
+from ..training.lineage import Lineage, Mode
+from ..training.placement import abstract, to_host
+from ..training.tandem import Publisher
 from . import plots
 from .cfg import choose_paths
 from .publish import render
-from .trace import discover, make_capture_fn, validate_selection
+from .table_run import publish_table, run_table
 
 TANDEM_COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}  # half the compile time
 
 C = TypeVar("C")
 M = TypeVar("M", bound=nn.Module)
+
+# (view, lineage) while a tandem view publishes on the publisher's thread: its node there is the one it computed on
+_PUBLISHING: ContextVar[tuple[Any, Lineage] | None] = ContextVar("lenscope_publishing", default=None)
+prewarm_plots = functools.cache(plots.prewarm)  # the plotting stack loads once per process
 
 
 class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
@@ -35,7 +42,15 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     SPLIT: ClassVar[str] = "validation"
     SCHEMA: ClassVar[Mapping[str, Any] | None] = None  # column -> dtype/shape per example: table mode (D2)
     COMPILER_OPTIONS: ClassVar[Mapping[str, Any] | None] = None  # XLA options; None: see compiler_options()
+    PARAMS: ClassVar[Mapping[str, Any]] = {}  # parameter defaults, set through AnalysisCfg.params or op keywords
     analysis_cfg: Any = None  # the active AnalysisCfg when run through run_analysis / execute_analysis_op
+    input_dataset: Any = None  # the input_store table (a datasets.Dataset), read when bound to an AnalysisCfg
+    _view_of: BaseTrainer | None = None  # the trainer a borrowed view reads its state and node from
+    _own_state: Any = None
+    _own_lineage: Lineage | None = None  # a standalone analysis's node, or where a view's results go instead
+    _publisher: Publisher | None = None  # a tandem view's: publish() and on_analysis_end() run through it
+    _cfg_params: Mapping[str, Any] | None = None  # PARAMS updated by the bound AnalysisCfg's params
+    _call_inputs: Mapping[str, Any] | None = None  # the caller's analysis_inputs, during one call only
 
     heatmap = staticmethod(plots.heatmap)
     heatmaps = staticmethod(plots.heatmaps)
@@ -53,16 +68,16 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
                 trainers = [b.__name__ for b in cls.__bases__ if not issubclass(b, AnalysisBase)]
                 raise TypeError(
                     f"{cls.__name__}: run() resolves to the trainer {klass.__name__}, not the analysis; "
-                    f"put the analysis first: class {cls.__name__}(AnalysisBase[C, M], {', '.join(trainers) or klass.__name__})"
+                    f"put the analysis first: "
+                    f"class {cls.__name__}(AnalysisBase[C, M], {', '.join(trainers) or klass.__name__})"
                 )
 
     def __init__(self, config: Any = None, **kwargs: Any) -> None:
         """Trainer construction only: no setup, no state (A2)."""
         self._view_of: BaseTrainer | None = None
-        self._compiled = None
-        self._executables: dict[tuple, Any] = {}
         _check_name(type(self))
         super().__init__(config, **kwargs)
+        self.capturer = self._new_capturer()
 
     # -- the user's part -------------------------------------------------------------
     def select(self, paths: list[str]) -> str | list[str]:
@@ -91,47 +106,86 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     @property
     def state(self) -> Any:
         """The analyzed state: the trainer's current one for a borrowed view."""
-        return self._view_of.state if self._view_of is not None else self.__dict__.get("_own_state")
+        return self._view_of.state if self._view_of is not None else self._own_state
 
     @state.setter
     def state(self, value: Any) -> None:
-        if self.__dict__.get("_view_of") is not None:
+        if self._view_of is not None:
             raise RuntimeError(f"{type(self).__name__} is a borrowed view: the trainer alone replaces its state")
-        self.__dict__["_own_state"] = value
+        self._own_state = value
 
     @property
     def lineage(self) -> Lineage | None:
-        """The node holder: the trainer's for a borrowed view (on the thread saving a tandem result, its node's)."""
-        pinned = getattr(self.__dict__.get("_pin"), "lineage", None)
-        if pinned is not None:
-            return pinned
-        return self._view_of.lineage if self._view_of is not None else self.__dict__.get("_own_lineage")
+        """The node holder: its own, else the trainer's for a borrowed view; while a tandem view publishes, the
+        lineage of the node its results were computed on."""
+        pinned = _PUBLISHING.get()
+        if pinned is not None and pinned[0] is self:
+            return pinned[1]
+        if self._own_lineage is not None or self._view_of is None:
+            return self._own_lineage
+        return self._view_of.lineage
 
     @lineage.setter
     def lineage(self, value: Lineage | None) -> None:
-        self.__dict__["_own_lineage"] = value
+        self._own_lineage = value
 
     @classmethod
-    def from_trainer(cls, trainer: BaseTrainer) -> "AnalysisBase":
-        """A borrowed view on a running trainer: no construction, no state, no store of its own (A9)."""
+    def from_trainer(cls, trainer: BaseTrainer, *, publisher: Publisher | None = None,
+                     lineage: Lineage | None = None) -> AnalysisBase:
+        """A borrowed view on a running trainer: no construction, no state, no store of its own (A9).
+
+        A tandem view publishes through the trainer's `publisher`; `lineage` sends a view's results to
+        another node (AnalysisCfg.output_store) while state still comes from the trainer.
+        """
         view = cls.__new__(cls)
-        view.__dict__.update(_view_of=trainer, _compiled=None, _executables={}, _borrowed=True,
-                             _pin=threading.local())
+        view._view_of, view._publisher, view._own_lineage = trainer, publisher, lineage
         for attr in ("args", "store", "base", "model", "schedule", "optimizer", "data"):
             setattr(view, attr, getattr(trainer, attr))
+        view.capturer = view._new_capturer()
         view.restored_missing, view._checkpoints = [], None
         view._init_loop()
         return view
+
+    # -- configuration and inputs ------------------------------------------------------
+    def use_cfg(self, cfg: Any, params: Mapping[str, Any]) -> None:
+        """Run as the AnalysisCfg `cfg` says (name, split, schema, names_filter) with `params` (PARAMS updated)."""
+        self.analysis_cfg, self._cfg_params = cfg, dict(params)
+        if cfg.name:
+            self.NAME = cfg.name
+        if cfg.split:
+            self.SPLIT = cfg.split
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """This run's parameters: PARAMS updated by the active AnalysisCfg's params."""
+        return dict(self._cfg_params) if self._cfg_params is not None else dict(self.PARAMS)
+
+    @property
+    def analysis_inputs(self) -> dict[str, Any]:
+        """The config-backed values (`params`) under the caller's analysis_inputs of the running call.
+
+        Read them in host code (compute, columns, plot): analyze() is traced once and compiled.
+        """
+        return {**self.params, **(self._call_inputs or {})}
+
+    @contextlib.contextmanager
+    def inputs_for_call(self, given: Mapping[str, Any] | None) -> Iterator[AnalysisBase]:
+        """Scope a caller's analysis inputs to one call: they never stick to this (cached) analysis."""
+        previous, self._call_inputs = self._call_inputs, dict(given or {})
+        try:
+            yield self
+        finally:
+            self._call_inputs = previous
 
     def _refuse_if_borrowed(self, what: str) -> None:
         if self._view_of is not None:
             raise RuntimeError(f"{type(self).__name__} is a borrowed view of {type(self._view_of).__name__}: "
                                f"it cannot {what}; the trainer owns setup, ticking and cleanup")
 
-    def setup(self, resume: bool = True) -> None:
-        """Restore `base` (results attach to it) or initialize state on a new node."""
+    def setup(self, resume: bool = True, *, attach: bool = True) -> None:
+        """Restore `base` and attach to it (results go onto that node), or initialize state on a new node."""
         self._refuse_if_borrowed("set up")
-        super().setup(resume=True)
+        super().setup(attach=True)
 
     def tick(self) -> Any:
         """Analyses never tick (A8)."""
@@ -143,12 +197,10 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         self._refuse_if_borrowed("clean up")
         super().cleanup()
 
-    def _make_lineage(self, resume: bool) -> Lineage:
-        # State exists, no node yet: a bad select() fails here and writes nothing. The key only lends its shape.
-        self.selection(self.analysis_batch(), jax.random.PRNGKey(self.args.seed))
-        if self.base is not None:
-            return Lineage.attach(self.store, self.base, writer=self.is_writer)
-        return super()._make_lineage(False)
+    def _make_lineage(self, mode: Mode) -> Lineage:
+        """Check the selection first (state exists, no node yet: a bad select() writes nothing), then take the node."""
+        self.selection(self.analysis_batch(), jax.random.PRNGKey(self.args.seed))  # the key only lends its shape
+        return super()._make_lineage(mode)
 
     # -- running -------------------------------------------------------------------
     def analysis_batch(self) -> dict[str, jax.Array]:
@@ -159,19 +211,18 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         """The analysis PRNG key: a pure function of the seed and the node's seq."""
         return jax.random.fold_in(jax.random.PRNGKey(self.args.seed), self.node.seq)
 
+    def _new_capturer(self) -> Capturer:
+        """The one object that discovers, selects, and compiles this analysis's capture function."""
+        return Capturer(self.trace, self.TARGET, functools.partial(choose_paths, self), self.analyze,
+                        backend_for(self.model))
+
     def selection(self, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[list[str], bool]:
         """The checked selection (paths, is_list): discovery + select() once per analysis, before any compute (A4)."""
-        if self.__dict__.get("_selection") is None:
-            found = discover(self.trace, (self.state, batch, key), self.TARGET)
-            self.__dict__["_selection"] = validate_selection(choose_paths(self, list(found)), found)
-        return self.__dict__["_selection"]
+        return self.capturer.selection((self.state, batch, key))
 
     def compiled(self, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The jitted capture function, built once and reused: same shapes never recompile (A5)."""
-        if self._compiled is None:
-            paths, as_list = self.selection(batch, key)
-            self._compiled = jax.jit(make_capture_fn(self.trace, paths, as_list, self.analyze, self.TARGET))
-        return self._compiled
+        return self.capturer.function((self.state, batch, key))
 
     def executable(self, state: Any, batch: Mapping[str, Any], key: Any) -> jax.stages.Compiled:
         """The capture function compiled for these argument types (arrays or ShapeDtypeStructs), once per signature.
@@ -179,12 +230,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         Compiling ahead (a tandem warm-up) and calling later use the same executable, whatever
         placement details jit's own cache would key on.
         """
-        args = (state, batch, key)
-        kind = signature(args)
-        if kind not in self._executables:
-            self._executables[kind] = self.compiled(batch, key).lower(*args).compile(
-                dict(self.compiler_options()) or None)
-        return self._executables[kind]
+        return self.capturer.executable((state, batch, key), self.compiler_options())
 
     def compiler_options(self) -> Mapping[str, Any]:
         """XLA options for the capture function: COMPILER_OPTIONS if set, else quick compilation for a tandem view.
@@ -199,7 +245,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     @property
     def compilations(self) -> int:
         """How many executables this analysis compiled: one per distinct argument signature (A5)."""
-        return len(self._executables)
+        return self.capturer.compilations
 
     def compute(self, batch: Mapping[str, jax.Array] | None = None, key: jax.Array | None = None) -> Any:
         """Capture and analyze inside one compiled trace, then gather to NumPy on every process."""
@@ -209,9 +255,12 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         return to_host(self.executable(state, batch, key)(state, batch, key))
 
     def publish(self, results: Any) -> Path | None:
-        """Process 0 plots; the file goes to the node's results folder and onto the node with the same bytes."""
+        """Process 0 plots (a table also saves NAME.parquet); each file goes to the node's results folder and onto
+        the node with the same bytes."""
         if not self.is_writer:
             return None
+        if self.output_schema() is not None:
+            return publish_table(self, results)
         rendered = render(self.NAME, self.plot(results))
         if rendered is None:
             return None
@@ -226,23 +275,45 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         return cfg.output_schema if cfg is not None and cfg.output_schema is not None else self.SCHEMA
 
     def run(self) -> Any:
-        """The analysis: setup (unless borrowed), compute, plot and save; hooks around it. Never ticks."""
+        """The analysis: setup (unless borrowed), compute, then plot and save; hooks around it. Never ticks.
+
+        A tandem view computes here, in the training thread, and concludes on its publisher's thread.
+        """
         if self._view_of is None:
             self.setup()
         if self.output_schema() is not None:
-            from .table_run import run_table
-
             return run_table(self)
         self.on_analysis_start()
         results = self.compute()
         self.on_analysis_epoch_end(results)
-        self.publish(results)
-        self.on_analysis_end(results)
+        self.conclude(results)
         return results
+
+    def conclude(self, results: Any) -> None:
+        """publish(results), then on_analysis_end(results): now, or for a tandem view on its publisher's thread,
+        attached to the node the results were computed on."""
+        if self._publisher is None:
+            self._conclude(results)
+        else:
+            self._publisher.defer(self.NAME, functools.partial(self._conclude, results))
+
+    def _conclude(self, results: Any, lineage: Lineage | None = None) -> None:
+        token = _PUBLISHING.set((self, lineage)) if lineage is not None else None
+        try:
+            self.publish(results)
+            self.on_analysis_end(results)
+        finally:
+            if token is not None:
+                _PUBLISHING.reset(token)
+
+    def warm(self) -> list[Callable[[], Any]]:
+        """A tandem view's ahead-of-time work, prepared in the training thread: load the plotting stack (process 0)
+        and compile the capture function for the state's shapes (table analyses compile on their first batch)."""
+        if self.output_schema() is not None:
+            return []
+        args = abstract((self.state, self.analysis_batch(), self.analysis_key()))
+        return [*([prewarm_plots] if self.is_writer else []), functools.partial(self.executable, *args)]
 
 
 def _check_name(cls: type) -> None:
-    name = cls.NAME
-    if not is_plain_name(name):
-        raise UsageError(f"{cls.__name__}.NAME must be a nonempty plain name (it names the file and the artifact), "
-                         f"got {name!r}")
+    check_plain_name(cls.NAME, f"{cls.__name__}.NAME")

@@ -3,41 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..capture import CaptureError, format_paths, match_paths
 from ..errors import ConfigError, LenscopeError, UsageError, hint
+from ..files import check_plain_name
+from ..text import load_yaml, parse_value
 from .tables import parse_schema
-from .trace import CaptureError, format_paths
-
-_GLOB_PARTS = re.compile(r"\*\*|\*|\?|\[[^\]]*\]|[^*?\[]+|\[")
-
-
-def glob_regex(pattern: str) -> re.Pattern:
-    """A module-path glob as a regex: `*` and `?` stay within one path part, `**` crosses `/`, `[..]` a class."""
-    out = []
-    for part in _GLOB_PARTS.findall(pattern):
-        if part == "**":
-            out.append(".*")
-        elif part == "*":
-            out.append("[^/]*")
-        elif part == "?":
-            out.append("[^/]")
-        elif part.startswith("[") and len(part) > 2:
-            out.append("[" + ("^" + re.escape(part[2:-1]) if part[1] == "!" else re.escape(part[1:-1])) + "]")
-        else:
-            out.append(re.escape(part))
-    return re.compile("".join(out) + r"\Z")
-
-
-def match_paths(patterns: str | Sequence[str], paths: Sequence[str]) -> list[str]:
-    """Discovered paths matching any glob, in discovery (call) order; the root is '' and matches '' or '**'."""
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    compiled = [glob_regex(p) for p in patterns]
-    return [path for path in paths if any(regex.match(path) for regex in compiled)]
 
 
 def choose_paths(analysis: Any, found: list[str]) -> Any:
@@ -61,18 +36,18 @@ def choose_paths(analysis: Any, found: list[str]) -> Any:
         except (LenscopeError, NotImplementedError):
             single = False
         if single and len(matched) > 1:
-            raise CaptureError(f"{type(analysis).__name__} analyzes one path, but names_filter {list(cfg.names_filter)} "
+            raise CaptureError(f"{type(analysis).__name__} analyzes one path, "
+                               f"but names_filter {list(cfg.names_filter)} "
                                f"matches {len(matched)}: {format_paths(matched)}; narrow the filter")
         chosen = matched[0] if single else matched + [
             p for p in getattr(analysis, "REQUIRED_PATHS", ()) if p not in matched and p in found]
-    analysis.selected = [chosen] if isinstance(chosen, str) else list(chosen) if isinstance(chosen, (list, tuple)) else []
+    listed = list(chosen) if isinstance(chosen, (list, tuple)) else []
+    analysis.selected = [chosen] if isinstance(chosen, str) else listed
     return chosen
 
 
 def _check_plain(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value or any(c in value for c in "/\\\0") or value in (".", ".."):
-        raise ConfigError(f"AnalysisCfg.{what} must be a nonempty plain name (no '/'), got {value!r}")
-    return value
+    return check_plain_name(value, f"AnalysisCfg.{what}", ConfigError)
 
 
 @dataclass(frozen=True)
@@ -136,13 +111,13 @@ class AnalysisCfg:
 
     @classmethod
     def parse(cls, text: str) -> list[AnalysisCfg]:
-        """From one `--analysis` value: `NAME`, `NAME,key=value,...` (YAML values; unknown keys are params) or a YAML file."""
+        """From one `--analysis` value: `NAME`, `NAME,key=value,...` (unknown keys are params) or a YAML file."""
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"--analysis needs a registered analysis name, got {text!r}")
         if text.endswith((".yaml", ".yml")) and "," not in text:
             return cls.load(text)
         head, *items = _split_top(text)
-        fields = {f.name for f in dataclasses.fields(cls)} - {"analysis", "params"}
+        fields = option_fields()
         data: dict[str, Any] = {"analysis": head.strip()}
         params: dict[str, Any] = {}
         for item in items:
@@ -151,46 +126,30 @@ class AnalysisCfg:
             if not sep or not key:
                 raise UsageError(f"--analysis {text!r}: {item!r} is not key=value; "
                                  "write NAME,key=value,... e.g. activation_stats,names_filter=blocks_*")
-            (data if key in fields else params)[key] = _yaml_value(value)
+            (data if key in fields else params)[key] = parse_value(value)
         return [cls.from_dict({**data, "params": params})]
 
     @classmethod
     def load(cls, path: str | Path) -> list[AnalysisCfg]:
         """From a YAML file: one mapping, a list of mappings/names, or a mapping with key `analyses` holding a list."""
-        import yaml
 
         file = Path(path)
         if not file.is_file():
             raise UsageError(f"analysis file {str(path)!r} does not exist")
-        data = yaml.safe_load(file.read_text())
+        data = load_yaml(file.read_text())
         if isinstance(data, Mapping) and set(data) == {"analyses"}:
             data = data["analyses"]
         items = data if isinstance(data, list) else [data]
         return [cls.from_dict(item) for item in items]
 
-    # -- resolution ----------------------------------------------------------------------
-    def resolve(self) -> type:
-        """The analysis class: a registered op name, a job name or `module:Class`, or the class itself."""
-        from . import registry as ops
-        from ..registry import jobs, resolve
-        from .base import AnalysisBase
-
-        spec = self.analysis
-        if isinstance(spec, str) and spec in ops.names():
-            cls = ops.get(spec)
-        elif isinstance(spec, type) or ":" in spec or spec in jobs():
-            cls = resolve(spec)
-        else:
-            choices = ops.names() + [n for n, c in jobs().items() if issubclass(c, AnalysisBase)]
-            raise UsageError(f"unknown analysis {spec!r}{hint(spec, choices)}; analyses: {', '.join(choices)} "
-                             "(or package.module:Class)")
-        if not (isinstance(cls, type) and issubclass(cls, AnalysisBase)):
-            raise UsageError(f"{spec!r} is {getattr(cls, '__name__', cls)}, not an analysis (an AnalysisBase subclass)")
-        return cls
-
     def result_name(self, cls: type) -> str:
         """The name results are saved and returned under: `name`, else the analysis NAME."""
         return self.name or cls.NAME
+
+
+def option_fields() -> tuple[str, ...]:
+    """The AnalysisCfg fields set beside the analysis and its params, generated from the dataclass."""
+    return tuple(f.name for f in dataclasses.fields(AnalysisCfg) if f.name not in ("analysis", "params"))
 
 
 def _split_top(text: str) -> list[str]:
@@ -212,15 +171,6 @@ def _split_top(text: str) -> list[str]:
         current.append(char)
     parts.append("".join(current))
     return parts
-
-
-def _yaml_value(text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 def coerce_cfg(item: Any) -> AnalysisCfg:

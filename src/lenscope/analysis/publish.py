@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import UsageError
+from .json_bytes import to_json_bytes
 from .plots import to_pdf_bytes
-from .results import to_json_bytes
 
 
 def close_figure(figure: Figure) -> None:

@@ -8,6 +8,7 @@ plus the Arrow writer's buffer, whatever the split size.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -19,24 +20,27 @@ from pathlib import Path
 from typing import Any
 
 from ..config import field
-from ..errors import LenscopeError
+from ..errors import LenscopeError, UsageError
 from ..files import atomic_path, write_atomic
+from ..training.placement import to_host
 from ..training.progress import Progress
 from .publish import render
-from .tables import Column, features, parse_schema
+from .tables import Column, batch_rows, features, parse_schema
 
 
 @dataclass
 class TableConfig:
     """Config a table analysis may compose into its CONFIG: how many batches of the split to run."""
 
-    max_batches: int = field("analysis/max_batches", default=0, help="table mode: batches of the analysis split to run; 0 means all")
+    max_batches: int = field(
+        "analysis/max_batches", default=0, help="table mode: batches of the analysis split to run; 0 means all"
+    )
 
 
 @contextlib.contextmanager
 def _quiet_datasets() -> Iterator[None]:
     """Hide `datasets`' own progress bar for the duration (ours counts batches)."""
-    from datasets.utils import (
+    from datasets.utils import (  # lazy: datasets is heavy and only tables need it
         are_progress_bars_disabled,
         disable_progress_bars,
         enable_progress_bars,
@@ -54,7 +58,7 @@ def _quiet_datasets() -> Iterator[None]:
 def build_dataset(rows: Callable[[], Iterator[dict[str, Any]]], schema: Mapping[str, Column],
                   cache_dir: str | os.PathLike | None = None, writer_batch_size: int | None = None) -> Any:
     """`Dataset.from_generator` over `rows()` with the schema's features, in a private temporary Arrow cache."""
-    import datasets
+    import datasets  # lazy: heavy, and only tables need it
 
     folder = tempfile.mkdtemp(prefix="lenscope-table-", dir=cache_dir)
     try:
@@ -85,17 +89,46 @@ def write_parquet(dataset: Any, path: Path, batch_size: int | None = None) -> Pa
 
 
 def batch_limit(analysis: Any, split: str) -> int:
-    """Batches to run: the split's full batches, capped by AnalysisCfg.max_batches or config analysis/max_batches."""
-    total = analysis.data.num_batches(split)
+    """Batches to run: one pass over the split (a short last batch included), capped by AnalysisCfg.max_batches or
+    config analysis/max_batches."""
+    total = analysis.data.pass_batches(split)
     cfg = getattr(analysis, "analysis_cfg", None)
     limit = cfg.max_batches if cfg is not None and cfg.max_batches else getattr(analysis.args, "max_batches", 0)
     return min(total, limit) if limit else total
 
 
-def run_table(analysis: Any) -> Any:
-    """Table mode of `analysis.run()`: returns the Dataset on process 0 (None elsewhere); fires the analysis hooks."""
-    from .execution import execute_analysis_step
+def default_columns(schema: Mapping[str, Any], results: Any, batch: Mapping[str, Any]) -> dict[str, Any]:
+    """Table columns of one batch: analyze()'s mapping, plus schema columns taken from same-named batch fields."""
+    if not isinstance(results, Mapping):
+        raise UsageError(f"a table analysis's analyze() must return a mapping column -> [examples, ...] arrays, "
+                         f"got {type(results).__name__}; schema columns: {', '.join(schema)}")
+    columns = dict(results)
+    for name in schema:
+        if name not in columns and name in batch:
+            columns[name] = to_host(batch[name])
+    return columns
 
+
+def step_rows(analysis: Any, batch: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Compute one batch now and return its rows (one dict per example), validated against the analysis's schema.
+
+    The columns come from the analysis's `columns(results, batch)` when it defines one, else `default_columns`.
+    """
+    schema = parse_schema(analysis.output_schema())
+    if schema is None:
+        raise UsageError(f"{type(analysis).__name__} ({analysis.NAME}) declares no output schema; set SCHEMA or "
+                         "AnalysisCfg(output_schema=...) to get rows, or use execute_analysis_op")
+    results = analysis.compute(batch)
+    custom = getattr(analysis, "columns", None)
+    columns = custom(results, batch) if callable(custom) else default_columns(schema, results, batch)
+    return batch_rows(schema, columns)
+
+
+def run_table(analysis: Any) -> Any:
+    """Table mode of `analysis.run()`: one row per example of the split; the Dataset on process 0 (None elsewhere).
+
+    Fires the analysis hooks; saving (`analysis.conclude`) may be deferred, as for any analysis.
+    """
     schema = parse_schema(analysis.output_schema())
     split = analysis.SPLIT
     count = batch_limit(analysis, split)
@@ -105,7 +138,8 @@ def run_table(analysis: Any) -> Any:
 
     def rows() -> Iterator[dict[str, Any]]:
         for index in range(count):
-            yield from execute_analysis_step(analysis, analysis.batch(split, index))
+            batch, real = analysis.pass_batch(split, index)
+            yield from itertools.islice(step_rows(analysis, batch), real)  # a short last batch is padded
             if progress is not None:
                 progress.update()
 
@@ -120,20 +154,19 @@ def run_table(analysis: Any) -> Any:
         if progress is not None:
             progress.close()
     analysis.on_analysis_epoch_end(dataset)
-    if writer:
-        _publish_table(analysis, dataset)
-    analysis.on_analysis_end(dataset)
+    analysis.conclude(dataset)
     return dataset
 
 
-def _publish_table(analysis: Any, dataset: Any) -> None:
+def publish_table(analysis: Any, dataset: Any) -> Path:
     """NAME.parquet in results and on the node (same bytes); plot(dataset) beside it as NAME.pdf / NAME.json."""
     name, folder = analysis.NAME, analysis.results_dir()
     rows = analysis.data.global_batch_size(analysis.SPLIT)
-    content = write_parquet(dataset, folder / f"{name}.parquet", rows).read_bytes()  # the store takes bytes
-    analysis.lineage.put_artifact(name, f"{name}.parquet", content)
+    path = write_parquet(dataset, folder / f"{name}.parquet", rows)
+    analysis.lineage.put_artifact(name, f"{name}.parquet", path.read_bytes())  # the store takes bytes
     rendered = render(name, analysis.plot(dataset))
     if rendered is not None:
         filename, figure = rendered
         write_atomic(folder / filename, figure)
         analysis.lineage.put_artifact(f"{name}.plot", filename, figure)
+    return path

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from ..errors import UsageError, hint
+from ..store import Store
 
 # Tables never reach the network (DESIGN 8); set before `datasets` is first imported.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -49,7 +50,7 @@ class Column:
 
     def feature(self) -> Any:
         """The `datasets` feature holding this column."""
-        import datasets
+        import datasets  # lazy: heavy, and only tables need it
 
         if self.dtype == STRING or not self.shape:
             return datasets.Value(self.dtype)
@@ -135,7 +136,7 @@ def parse_schema(schema: Mapping[str, Any] | None) -> dict[str, Column]:
 
 def features(schema: Mapping[str, Any]) -> Any:
     """The `datasets.Features` of a schema, in column order."""
-    import datasets
+    import datasets  # lazy: heavy, and only tables need it
 
     columns = schema if all(isinstance(c, Column) for c in schema.values()) else parse_schema(schema)
     return datasets.Features({name: column.feature() for name, column in columns.items()})
@@ -206,7 +207,8 @@ def batch_rows(schema: Mapping[str, Column], columns: Mapping[str, Any]) -> Iter
     count: int | None = None
     for name, column in schema.items():
         if name not in columns:
-            raise UsageError(f"table column {name!r} is missing from the batch result (have {', '.join(map(str, columns)) or 'none'}); "
+            have = ", ".join(map(str, columns)) or "none"
+            raise UsageError(f"table column {name!r} is missing from the batch result (have {have}); "
                              "return it from analyze(), or name a batch field")
         values[name] = column_values(column, columns[name], count)
         count = len(values[name])
@@ -219,17 +221,15 @@ def batch_rows(schema: Mapping[str, Column], columns: Mapping[str, Any]) -> Iter
 
 def dataset_from_parquet_bytes(content: bytes) -> Any:
     """A `datasets.Dataset` (features restored from the file's metadata) from Parquet bytes, in memory."""
-    import datasets
-    import pyarrow.parquet as pq
-    from datasets.table import InMemoryTable
+    import datasets  # lazy: datasets and pyarrow are heavy, and only tables need them
+    import pyarrow.parquet as pq  # lazy: as above
+    from datasets.table import InMemoryTable  # lazy: as above
 
     return datasets.Dataset(InMemoryTable(pq.read_table(io.BytesIO(content))))
 
 
 def load_table(store: Any, node: Any, name: str, version: int | None = None) -> Any:
     """The table artifact `name` on `node` as a `datasets.Dataset` (`store` is a Store, URL or folder)."""
-    from ..store import Store
-
     store = store if isinstance(store, Store) else Store(store)
     payload = store.artifact(node, name, version=version)
     if not payload.filename.endswith(".parquet"):

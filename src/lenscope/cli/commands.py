@@ -1,4 +1,4 @@
-"""What each `lenscope` subcommand does; argument parsing lives in cli.py."""
+"""What each `lenscope` subcommand does; argument parsing lives in cli/main.py."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from ..config import hydrate, to_yaml
 from ..errors import StoreError, UsageError, hint
 from ..files import write_atomic
 from ..registry import jobs, resolve
-from ..runner import build_job, run_job
+from ..runner import build_job, run_analyses, run_job
 from ..store import Node, Store
 from ..store.store import STATUSES
+from ..text import parse_value
 
 R = TypeVar("R")
 _TEXT_KEYS = {"node", "name", "nonce", "status", "node_name", "filename", "sha256"}  # --where VALUE stays text
@@ -37,8 +38,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _open(args.store) as store:
             _lookup(store, args.base, store.status)
     if args.analysis:
-        from ..runner import run_analyses
-
         node = run_analyses(args.job, args.analysis, args.sources, base=args.base, store=args.store)
     else:
         node = _run(args)
@@ -107,20 +106,13 @@ def _lookup(store: Store, address: str, read: Callable[[Node], R], artifact: str
 # ---- ls -----------------------------------------------------------------------------------------
 
 def _where_value(key: str, op: str, text: str) -> Any:
-    """A --where VALUE: JSON when it parses (numbers, true, null, lists), else text; `in` also takes a,b,c."""
+    """A --where VALUE read like every value typed on the command line (parse_value); `in` also takes a,b,c."""
     if key in _TEXT_KEYS and op != "in":
         return text
-    value = _json_or_text(text)
+    value = parse_value(text)
     if op == "in" and not isinstance(value, list):
-        value = [item if key in _TEXT_KEYS else _json_or_text(item) for item in text.split(",")]
+        value = [item if key in _TEXT_KEYS else parse_value(item) for item in text.split(",")]
     return value
-
-
-def _json_or_text(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _query(store: Store, args: argparse.Namespace):
@@ -135,7 +127,8 @@ def _query(store: Store, args: argparse.Namespace):
         query = query.nonce(*args.nonce)
     for status in args.status or ():
         if status not in STATUSES:
-            raise UsageError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}{hint(status, STATUSES)}")
+            raise UsageError(
+                f"unknown status {status!r}; expected one of {', '.join(STATUSES)}{hint(status, STATUSES)}")
     if args.status:
         query = query.where("status", "in", list(args.status))
     if args.seq:

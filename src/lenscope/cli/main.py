@@ -14,6 +14,7 @@ from . import commands
 
 _JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
 _NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
+_SHIELD = " "  # argparse never reads an argument containing a space as an option
 _EPILOG = "Exit codes: 0 ok, 2 usage or config error, 1 job failure. Errors are one line; --debug shows tracebacks."
 
 
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls = _sub(sub, "ls", "list nodes (or artifacts) matching filters",
               "List nodes, or with --artifact their artifacts, matching every filter given. "
               "Repeated --name/--nonce/--status values are alternatives.")
-    ls.add_argument("--name", action="append", metavar="JOB", help="job or node name (grokking/train or grokking.train)")
+    ls.add_argument("--name", action="append", metavar="JOB",
+                    help="job or node name (grokking/train or grokking.train)")
     ls.add_argument("--nonce", action="append", metavar="NONCE", help="lineage nonce (6 hex digits)")
     ls.add_argument("--status", action="append", metavar="STATUS", help="running, done or failed")
     ls.add_argument("--lineage", metavar="NODE", help="the nodes of this node's lineage, by seq")
@@ -77,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--checkpoint", action="store_true", help="only nodes with a checkpoint (adds its path)")
     ls.add_argument("--artifact", nargs="?", const="", metavar="NAME", help="list artifacts (only NAME if given)")
     ls.add_argument("--where", nargs=3, action="append", default=[], metavar=("KEY", "OP", "VALUE"),
-                    help="value or column condition; OP is one of == != < <= > >= in like; VALUE is parsed "
-                         "as JSON when it can be (3, 0.5, true, null, [1,2]), else taken as text")
+                    help="value or column condition; OP is one of == != < <= > >= in like; VALUE is read "
+                         "as config overrides are (3, 1e-3, true, null, [1, 2]), else taken as text")
     ls.add_argument("--sort", action="append", metavar="KEY", help="order by KEY (repeat to break ties)")
     ls.add_argument("--desc", action="store_true", help="sort descending")
     ls.add_argument("--limit", type=int, metavar="N", help="at most N rows")
@@ -102,10 +104,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shield_where_values(argv: list[str]) -> list[str]:
+    """argv with each --where VALUE that starts with '-' (-1e-3, -.inf) shielded from being taken for an option."""
+    out = list(argv)
+    for i in range(len(out) - 3):
+        if out[i] == "--where" and out[i + 3].startswith("-"):
+            out[i + 3] = _SHIELD + out[i + 3]
+    return out
+
+
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parsed arguments; config sources may come before, between or after run/configure's options."""
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(_shield_where_values(argv))
+    if args.command == "ls":
+        args.where = [(key, op, value.removeprefix(_SHIELD)) for key, op, value in args.where]
     if args.command in ("run", "configure"):
         args.sources += [item for item in extra if not item.startswith("-")]
         extra = [item for item in extra if item.startswith("-")]

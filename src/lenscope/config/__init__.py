@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
+from ..errors import ConfigError
+from .dump import to_dict, to_yaml
 from .hydrate import format_override, hydrate, parse_override
 from .schema import MISSING, FieldSpec, Schema, field, schema
-from .dump import to_dict, to_yaml
-from ..errors import ConfigError
 
 __all__ = [
     "MISSING",

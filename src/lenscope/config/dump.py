@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..errors import ConfigError
 from .schema import MISSING, FieldSpec, Schema, schema
 from .types import format_value, plain, type_name
-from ..errors import ConfigError
 
 
 def _values(cls_or_obj: Any) -> tuple[Schema, dict[str, Any]]:

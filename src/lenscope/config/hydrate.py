@@ -14,20 +14,19 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..errors import ConfigError, hint
+from ..text import load_yaml, parse_value
+from .dump import to_dict
 from .schema import MISSING, Schema, schema
 from .types import (
     escape,
     finish,
     format_value,
-    load_yaml,
-    parse_value,
     plain,
     split_optional,
     type_name,
     wants_str,
 )
-from .dump import to_dict
-from ..errors import ConfigError, hint
 
 C = TypeVar("C")
 _KEY = re.compile(r"[^\s=./]+\Z")

@@ -16,8 +16,8 @@ from omegaconf import MISSING as OMEGA_MISSING
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .types import SUPPORTED, check_type, escape, finish, omega_type, type_name
 from ..errors import ConfigError
+from .types import SUPPORTED, check_type, escape, finish, omega_type, type_name
 
 _META = "lenscope"
 _SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -1,4 +1,4 @@
-"""Config field types: which annotations are allowed, how they are named, finished, parsed and written as YAML."""
+"""Config field types: which annotations are allowed, how they are named, finished and written as YAML."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
+
+from ..text import parse_value
 
 SUPPORTED = (
     "int, float, bool, str, Literal[...] of str/int, Optional[X], list[X] or tuple[X, ...] of those, "
@@ -84,7 +86,7 @@ def omega_type(tp: Any) -> Any:
         out = typing.Dict[str, Any if args[1] is Any else omega_type(args[1])]  # noqa: UP006
     else:
         out = inner
-    return typing.Optional[out] if optional else out
+    return typing.Optional[out] if optional else out  # noqa: UP045
 
 
 def type_name(tp: Any) -> str:
@@ -130,36 +132,9 @@ def finish(tp: Any, value: Any) -> Any:
     return value
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML with 1e-3 read as a float (as YAML 1.2 and OmegaConf do) and dates left as text."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+\Z"),
-    list("-+0123456789"),
-)
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML text in lenscope's dialect (safe; exponent floats; no implicit dates); yaml.YAMLError if invalid."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-
-
-def parse_value(text: str) -> Any:
-    """Parse override text as one YAML value (1e-3 is a float, null is None); text that is not YAML stays text."""
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError:
-        return text
-
-
 def _format_str(text: str) -> str:
-    if _PLAIN.match(text) and parse_value(text) == text:
+    """Plain when every YAML reader takes it as this text (ours, and YAML 1.1 ones that read `yes` as True)."""
+    if _PLAIN.match(text) and parse_value(text) == text and yaml.safe_load(text) == text:
         return text
     quoted = json.dumps(text, ensure_ascii=False)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}" if ord(m[0]) < 0x10000 else f"\\U{ord(m[0]):08x}", quoted)

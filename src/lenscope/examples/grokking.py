@@ -31,7 +31,9 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig):
     """Task and model sizes of the grokking example; refines the trainer defaults for full-batch grokking."""
 
     p: int = field("data/p", default=59, help="modulus of a + b mod p (the '=' token is p)")
-    train_fraction: float = field("data/train_fraction", default=0.4, help="fraction of all (a, b) pairs used for training")
+    train_fraction: float = field(
+        "data/train_fraction", default=0.4, help="fraction of all (a, b) pairs used for training"
+    )
     d_model: int = field("model/d_model", default=64, help="residual stream width")
     n_heads: int = field("model/n_heads", default=4, help="attention heads per block")
     d_head: int = field("model/d_head", default=16, help="width of each attention head")

@@ -25,8 +25,8 @@ import numpy as np
 import optax
 
 from ..analysis.builtin import OpAnalysis, layer_output
-from ..analysis.execution import default_columns, load_input
-from ..analysis.table_run import TableConfig
+from ..analysis.running import load_input
+from ..analysis.table_run import TableConfig, default_columns
 from ..errors import UsageError
 from ..registry import job
 from .grokking import GrokConfig, GrokTrainer
@@ -66,7 +66,8 @@ class ProbeActivations(OpAnalysis, GrokTrainer):
     def columns(self, results: dict[str, np.ndarray], batch: Any) -> dict[str, Any]:
         """Analysis results, a/b/labels from the batch, and the decoded input text."""
         columns = default_columns(self.output_schema(), results, batch)
-        columns["text"] = [f"{a}+{b}=" for a, b in zip(np.asarray(columns["a"]).tolist(), np.asarray(columns["b"]).tolist())]
+        pairs = zip(np.asarray(columns["a"]).tolist(), np.asarray(columns["b"]).tolist())
+        columns["text"] = [f"{a}+{b}=" for a, b in pairs]
         return columns
 
 
@@ -112,7 +113,8 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, classes: int, *, te
     cut = round(len(labels) * (1 - test_fraction))
     train, test = order[:cut], order[cut:]
     if len(train) < 2 or len(test) < 1:
-        raise UsageError(f"the probe needs more rows: {len(labels)} rows leave {len(train)} to fit and {len(test)} to test")
+        raise UsageError(f"the probe needs more rows: {len(labels)} rows leave {len(train)} to fit "
+                         f"and {len(test)} to test")
     mean, std = features[train].mean(0), features[train].std(0) + 1e-6
     x = (features - mean) / std
     w, b = fit_probe(jnp.asarray(x[train]), jnp.asarray(labels[train]), classes, steps, lr, weight_decay)
@@ -128,14 +130,15 @@ class LinearProbe(OpAnalysis, GrokTrainer):
 
     NAME = "probe"
     INPUT_STORE = "probe_acts"
-    PARAMS: ClassVar[Mapping[str, Any]] = {"properties": ("a%2", "a%3", "b%3"), "steps": 500, "lr": 0.05, "weight_decay": 1e-3,
+    PARAMS: ClassVar[Mapping[str, Any]] = {"properties": ("a%2", "a%3", "b%3"), "steps": 500, "lr": 0.05,
+                                           "weight_decay": 1e-3,
               "test_fraction": 0.5, "seed": 0}
 
     def compute(self, batch: Any = None, key: Any = None) -> dict[str, dict[str, float]]:
         """Fit one probe per property on the input table (no forward pass: the table holds the activations)."""
-        dataset = self.__dict__.get("input_dataset")
-        dataset = load_input(self) if dataset is None else dataset
-        table = {name: np.asarray(dataset.with_format("numpy")[name]) for name in dataset.column_names if name != "text"}
+        dataset = load_input(self) if self.input_dataset is None else self.input_dataset
+        numeric = dataset.with_format("numpy")
+        table = {name: np.asarray(numeric[name]) for name in dataset.column_names if name != "text"}
         if "resid" not in table:
             raise UsageError(f"the probe's input table needs a 'resid' column; it has {dataset.column_names}")
         p = self.params

@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import flax.linen as nn
 
 from lenscope.errors import UsageError
 

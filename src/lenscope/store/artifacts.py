@@ -8,8 +8,9 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, func, insert, select
 
 from lenscope.errors import StoreError, UsageError, hint
-from lenscope.store.base import NodeLike, StoreBase, check_name
-from lenscope.store.blobs import Payload, as_bytes, check_filename
+from lenscope.files import check_plain_name
+from lenscope.store.base import NodeLike, StoreBase, check_name, in_lists
+from lenscope.store.blobs import Payload, as_bytes
 from lenscope.store.node import Node
 from lenscope.store.schema import artifacts, nodes
 
@@ -34,10 +35,11 @@ class ArtifactsMixin(StoreBase):
                 raise UsageError("put_artifacts: each item must be (node, name, filename, content)") from None
             node = Node.coerce(node)
             name = check_name(name, "artifact name")
-            checked.append((node, name, check_filename(filename), as_bytes(content, f"artifact {name!r} on {node}")))
+            filename = check_plain_name(filename, "artifact filename")
+            checked.append((node, name, filename, as_bytes(content, f"artifact {name!r} on {node}")))
         if not checked:
             return []
-        with self._read() as connection:
+        with self.read() as connection:
             ids = self._node_ids(connection, (item[0] for item in checked))
         # Blobs exist (fsynced, renamed into place) before any row can point at them.
         digests = self.blobs.put_many([content for _, _, _, content in checked])
@@ -61,8 +63,7 @@ class ArtifactsMixin(StoreBase):
         """Current highest version per (node id, name), with the nodes' rows locked on PostgreSQL."""
         node_ids = sorted({node_id for node_id, _ in keys})
         current = {key: 0 for key in keys}
-        for start in range(0, len(node_ids), 300):
-            chunk = node_ids[start : start + 300]
+        for chunk in in_lists(node_ids):
             # FOR UPDATE serializes concurrent writers of one node on PostgreSQL; SQLite's
             # BEGIN IMMEDIATE already holds the database write lock and ignores it.
             connection.execute(select(nodes.c.id).where(nodes.c.id.in_(chunk)).with_for_update()).all()
@@ -79,7 +80,7 @@ class ArtifactsMixin(StoreBase):
     def artifact(self, node: NodeLike, name: str, version: int | None = None) -> Payload:
         """The payload of artifact `name` on `node`: the latest version unless `version` is given."""
         node = Node.coerce(node)
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             stmt = select(artifacts.c.version, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size).where(
                 artifacts.c.node_id == node_id, artifacts.c.name == name
@@ -94,7 +95,7 @@ class ArtifactsMixin(StoreBase):
     def artifact_history(self, node: NodeLike, name: str) -> list[tuple[int, Payload]]:
         """Every version of artifact `name` on `node`, oldest first, as (version, payload)."""
         node = Node.coerce(node)
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             rows = connection.execute(
                 select(artifacts.c.version, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size)
@@ -107,7 +108,7 @@ class ArtifactsMixin(StoreBase):
 
     def artifact_names(self, node: NodeLike) -> list[str]:
         """Names of the artifacts on `node`, sorted."""
-        with self._read() as connection:
+        with self.read() as connection:
             return self._artifact_names(connection, self._node_id(connection, node))
 
     @staticmethod

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine, or_, select, tuple_
 from sqlalchemy.exc import OperationalError
@@ -17,7 +18,8 @@ from lenscope.store.node import Node
 from lenscope.store.schema import nodes
 
 NodeLike = Node | str
-_CHUNK = 300  # rows per IN (...) list, well under every backend's bound-parameter limit
+T = TypeVar("T")
+IN_LIST_SIZE = 300  # values per IN (...) list, well under every backend's bound-parameter limit
 
 
 class StoreBase:
@@ -69,13 +71,17 @@ class StoreBase:
         return f"Store({self._location.shown!r}{mode})"
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         """A read transaction: one consistent snapshot for several statements."""
         try:
             with self._engine().connect() as connection, connection.begin():
                 yield connection
         except OperationalError as error:
             raise StoreError(f"store {self._location.shown}: {error.orig}") from error
+
+    def checkpoint_path(self, stored: str | None) -> Path | None:
+        """The checkpoint folder for a node row's stored checkpoint column (relative to the root unless absolute)."""
+        return None if stored is None else self.root / stored
 
     @contextmanager
     def _write(self, what: str) -> Iterator[Connection]:
@@ -108,8 +114,7 @@ class StoreBase:
         unique = list(dict.fromkeys(Node.coerce(node) for node in wanted))
         found: dict[Node, int] = {}
         key = tuple_(nodes.c.name, nodes.c.nonce, nodes.c.seq)
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
+        for chunk in in_lists(unique):
             rows = connection.execute(
                 select(nodes.c.id, nodes.c.name, nodes.c.nonce, nodes.c.seq).where(
                     key.in_([(n.name, n.nonce, n.seq) for n in chunk])
@@ -129,6 +134,12 @@ class StoreBase:
             .limit(200)
         )
         return hint(node.address, [Node(r.name, r.nonce, r.seq).address for r in rows])
+
+
+def in_lists(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """`items` in consecutive slices of at most IN_LIST_SIZE, one per IN (...) list."""
+    for start in range(0, len(items), IN_LIST_SIZE):
+        yield items[start : start + IN_LIST_SIZE]
 
 
 def check_name(value: object, what: str) -> str:

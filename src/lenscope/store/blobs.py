@@ -12,8 +12,6 @@ from typing import Any
 from lenscope.errors import StoreError, UsageError
 from lenscope.files import write_atomic
 
-MAX_FILENAME = 255
-
 
 @dataclass(frozen=True, eq=False)
 class Payload(Mapping):
@@ -37,28 +35,6 @@ class Payload(Mapping):
 
     def __repr__(self) -> str:
         return f"Payload(filename={self.filename!r}, content=<{len(self.content)} bytes>)"
-
-
-def check_filename(filename: object) -> str:
-    """`filename` if it is a plain file name; a UsageError naming it and the broken rule otherwise."""
-    if not isinstance(filename, str):
-        raise UsageError(f"artifact filename must be a string, got {type(filename).__name__}")
-    rule = None
-    if not filename:
-        rule = "it is empty"
-    elif "/" in filename or "\\" in filename:
-        rule = "it contains a path separator ('/' or '\\')"
-    elif ".." in filename:
-        rule = "it contains '..'"
-    elif "\x00" in filename:
-        rule = "it contains a NUL character"
-    elif filename == ".":
-        rule = "it is '.'"
-    elif len(filename) > MAX_FILENAME:
-        rule = f"it is longer than {MAX_FILENAME} characters"
-    if rule:
-        raise UsageError(f"artifact filename {filename!r} refused: {rule}; expected a plain name like 'fourier.pdf'")
-    return filename
 
 
 def as_bytes(content: object, what: str) -> bytes:

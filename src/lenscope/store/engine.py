@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect, insert, select
+from sqlalchemy import Engine, create_engine, event, insert, inspect, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, ProgrammingError
 
@@ -65,7 +65,8 @@ def locate(url_or_root: str | os.PathLike | None) -> Location:
         database = url.database or ""
         if database in ("", ":memory:") or url.query.get("mode") == "memory":
             raise UsageError(
-                f"store URL {text!r} is an in-memory SQLite database; give a file (sqlite:///path/lenscope.db) or a folder"
+                f"store URL {text!r} is an in-memory SQLite database; "
+                "give a file (sqlite:///path/lenscope.db) or a folder"
             )
         file = Path(database).expanduser().absolute()
         url = url.set(database=str(file))
@@ -131,7 +132,8 @@ def prepare(engine: Engine, location: Location, readonly: bool) -> None:
                     version = _stored_version(connection)
                     if version is None:
                         if readonly:
-                            raise StoreError(f"no lenscope store at {location.shown} (opened readonly: none is created)")
+                            raise StoreError(
+                                f"no lenscope store at {location.shown} (opened readonly: none is created)")
                         metadata.create_all(connection)
                         connection.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
                         return

@@ -15,7 +15,7 @@ class GraphMixin(StoreBase):
 
     def parents(self, node: NodeLike) -> list[Node]:
         """`node`'s parents in the order they were given."""
-        with self._read() as connection:
+        with self.read() as connection:
             return self._parents(connection, self._node_id(connection, node))
 
     @staticmethod
@@ -30,7 +30,7 @@ class GraphMixin(StoreBase):
 
     def children(self, node: NodeLike) -> list[Node]:
         """Nodes that have `node` as a parent, oldest first (its successor and any branches)."""
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             rows = connection.execute(
                 select(nodes.c.name, nodes.c.nonce, nodes.c.seq)
@@ -42,7 +42,7 @@ class GraphMixin(StoreBase):
 
     def ancestors(self, node: NodeLike) -> list[Node]:
         """Every ancestor of `node`, nearest first (one recursive SQL statement)."""
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             up = (
                 select(edges.c.parent_id.label("id"), literal(1).label("depth"))
@@ -75,6 +75,6 @@ class GraphMixin(StoreBase):
             .order_by(nodes.c.seq.desc())
             .limit(1)
         )
-        with self._read() as connection:
+        with self.read() as connection:
             row = connection.execute(stmt).first()
         return None if row is None else Node(row.name, row.nonce, row.seq)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Select, and_, exists, func, select, tuple_
 
@@ -19,11 +19,9 @@ from lenscope.store.predicates import (
     value_condition,
     value_sort_columns,
 )
+from lenscope.store.reader import StoreReader
 from lenscope.store.schema import artifacts, nodes, records
 from lenscope.store.values import RESERVED_KEYS, decode
-
-if TYPE_CHECKING:
-    from lenscope.store.store import Store
 
 _NODE_KEYS = ("name", "nonce", "seq", "status", "created")
 _ARTIFACT_KEYS = ("node_name", "nonce", "seq", "status", "created", "name", "version", "filename", "sha256", "size")
@@ -39,7 +37,7 @@ class Query:
     `filename`, `sha256`, `size`, with `name` meaning the artifact name and `node_name` the node's.
     """
 
-    store: Store
+    store: StoreReader
     filters: tuple[tuple[str, tuple], ...] = ()
     conditions: tuple[tuple[str, str, Any], ...] = ()
     order: tuple[tuple[str, bool], ...] = ()
@@ -109,7 +107,7 @@ class Query:
 
     def all(self) -> list[Node]:
         """The matching nodes (each once, in row order)."""
-        with self.store._read() as connection:
+        with self.store.read() as connection:
             rows = connection.execute(self._ordered(None)).all()
         return list(dict.fromkeys(Node(r.name, r.nonce, r.seq) for r in rows))
 
@@ -129,7 +127,7 @@ class Query:
         if self.count_limit is not None:
             matching = matching.limit(self.count_limit)
         stmt = select(func.count()).select_from(matching.subquery("matching"))
-        with self.store._read() as connection:
+        with self.store.read() as connection:
             return connection.execute(stmt).scalar_one()
 
     # ---- compilation -------------------------------------------------------------------------
@@ -201,7 +199,7 @@ class Query:
         query = self if order is None else replace(self, order=())
         inner = query._matching().subquery("matching")
         terms = []
-        for i, (key, ascending) in enumerate(query.order):
+        for i, (_key, ascending) in enumerate(query.order):
             names = [f"sort{i}n", f"sort{i}t"] if f"sort{i}n" in inner.c else [f"sort{i}"]
             for name in names:
                 terms += null_last_order(inner.c[name], ascending)
@@ -231,7 +229,7 @@ class Query:
                     .order_by(page.c.rank, value.c.key))
         else:
             stmt = ordered
-        with self.store._read() as connection:
+        with self.store.read() as connection:
             result = connection.execute(stmt).all()
         out: list[dict] = []
         blobs: dict[str, bytes] = {}
@@ -256,7 +254,7 @@ class Query:
             row = {"node": node.address, "name": r.name, "nonce": r.nonce, "seq": r.seq, "status": r.status,
                    "created": r.created}
         if self.with_checkpoint:
-            row["checkpoint"] = self.store._checkpoint_path(r.checkpoint)
+            row["checkpoint"] = self.store.checkpoint_path(r.checkpoint)
         return row
 
 

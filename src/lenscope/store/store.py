@@ -11,7 +11,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from lenscope.errors import StoreError, UsageError, hint
 from lenscope.store.artifacts import ArtifactsMixin
-from lenscope.store.base import NodeLike, as_nodes, check_name
+from lenscope.store.base import NodeLike, as_nodes, check_name, in_lists
 from lenscope.store.blobs import Payload
 from lenscope.store.graph import GraphMixin
 from lenscope.store.node import Node, new_nonce
@@ -71,9 +71,8 @@ class Store(GraphMixin, ArtifactsMixin):
         for _ in range(100):
             candidates = {new_nonce() for _ in range(count - len(chosen))} - chosen.keys()
             used: set[str] = set()
-            ordered = sorted(candidates)
-            for start in range(0, len(ordered), 300):
-                rows = connection.execute(select(nodes.c.nonce).where(nodes.c.nonce.in_(ordered[start : start + 300])))
+            for chunk in in_lists(sorted(candidates)):
+                rows = connection.execute(select(nodes.c.nonce).where(nodes.c.nonce.in_(chunk)))
                 used.update(row.nonce for row in rows)
             chosen.update(dict.fromkeys(candidates - used))
             if len(chosen) == count:
@@ -142,7 +141,7 @@ class Store(GraphMixin, ArtifactsMixin):
     def node_exists(self, node: NodeLike) -> bool:
         """Whether `node` is in the store."""
         node = Node.coerce(node)
-        with self._read() as connection:
+        with self.read() as connection:
             return connection.execute(
                 select(nodes.c.id).where(
                     nodes.c.name == node.name, nodes.c.nonce == node.nonce, nodes.c.seq == node.seq
@@ -176,7 +175,7 @@ class Store(GraphMixin, ArtifactsMixin):
         return load_config(self._column(node, nodes.c.config))
 
     def _column(self, node: NodeLike, column):
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             return connection.execute(select(column).where(nodes.c.id == node_id)).scalar_one()
 
@@ -211,7 +210,7 @@ class Store(GraphMixin, ArtifactsMixin):
 
     def values(self, node: NodeLike) -> dict[str, Scalar]:
         """`node`'s values folded into one row: the latest write of each key."""
-        with self._read() as connection:
+        with self.read() as connection:
             return self._folded(connection, self._node_id(connection, node))
 
     @staticmethod
@@ -225,7 +224,7 @@ class Store(GraphMixin, ArtifactsMixin):
 
     def value_history(self, node: NodeLike, key: str) -> list[tuple[float, Scalar]]:
         """Every write of value `key` on `node`, oldest first, as (unix time, value)."""
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             rows = connection.execute(
                 select(records.c.written, records.c.kind, records.c.num, records.c.txt)
@@ -239,7 +238,7 @@ class Store(GraphMixin, ArtifactsMixin):
     def checkpoint_dir(self, node: NodeLike) -> Path:
         """Where `node`'s checkpoint belongs: <root>/checkpoints/<name>/<nonce>/<seq> (not created)."""
         node = Node.coerce(node)
-        with self._read() as connection:
+        with self.read() as connection:
             self._node_id(connection, node)
         return self.root / "checkpoints" / node.name / node.nonce / str(node.seq)
 
@@ -259,17 +258,14 @@ class Store(GraphMixin, ArtifactsMixin):
 
     def checkpoint(self, node: NodeLike) -> Path | None:
         """The checkpoint folder marked on `node`, or None."""
-        return self._checkpoint_path(self._column(node, nodes.c.checkpoint))
-
-    def _checkpoint_path(self, stored: str | None) -> Path | None:
-        return None if stored is None else self.root / stored
+        return self.checkpoint_path(self._column(node, nodes.c.checkpoint))
 
     # ---- whole nodes and queries -------------------------------------------------------------
 
     def get(self, node: NodeLike) -> NodeRecord:
         """Status, folded values, latest artifacts, checkpoint, parents and config of one node."""
         node = Node.coerce(node)
-        with self._read() as connection:
+        with self.read() as connection:
             node_id = self._node_id(connection, node)
             row = connection.execute(select(nodes).where(nodes.c.id == node_id)).one()
             values = self._folded(connection, node_id)
@@ -285,7 +281,7 @@ class Store(GraphMixin, ArtifactsMixin):
             status=row.status,
             values=values,
             artifacts={name: Payload(a.filename, self.blobs.get(a.sha256, a.size)) for name, a in payloads.items()},
-            checkpoint=self._checkpoint_path(row.checkpoint),
+            checkpoint=self.checkpoint_path(row.checkpoint),
             parents=parents,
             config=load_config(row.config),
             created=row.created,

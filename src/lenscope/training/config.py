@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
-from ..config import field
+from ..config import field, schema
+from ..errors import ConfigError
+
+INTERVALS = ("report_interval", "validation_interval", "checkpoint_interval")  # 0 means never
 
 
 @dataclass
@@ -15,18 +17,44 @@ class TrainerConfig:
     seed: int = field("training/seed", default=0, help="PRNG seed for initialization, data order and step keys")
     steps: int = field("training/steps", default=1000, help="total optimizer steps of the run")
     batch_size: int = field("training/batch_size", default=256, help="global batch size; 0 means the whole split")
-    analyze: bool = field("training/analyze", default=True, help="run the declared tandem analyses at validation cadence")
+    analyze: bool = field(
+        "training/analyze", default=True, help="run the declared tandem analyses at validation cadence"
+    )
     analyze_strict: bool = field(
-        "training/analyze_strict", default=False, help="a failing tandem analysis stops training instead of being recorded"
+        "training/analyze_strict", default=False,
+        help="a failing tandem analysis stops training instead of being recorded",
     )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field("optimization/warmup_steps", default=0, help="linear warmup steps before the peak rate")
     weight_decay: float = field("optimization/weight_decay", default=0.0, help="decoupled (AdamW) weight decay")
     b1: float = field("optimization/b1", default=0.9, help="Adam first-moment decay")
     b2: float = field("optimization/b2", default=0.999, help="Adam second-moment decay")
-    report_interval: int = field("logging/report_interval", default=50, help="record training values every N steps")
-    validation_interval: int = field("logging/validation_interval", default=500, help="validate (and run tandem analyses) every N steps")
-    checkpoint_interval: int = field("logging/checkpoint_interval", default=1000, help="checkpoint every N steps (and at the end)")
-    eval_batches: int = field("logging/eval_batches", default=0, help="batches per validation/test pass; 0 means the whole split")
-    results: str = field("logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>")
-    store_url: Optional[str] = field("store/url", default=None, help="store URL or folder; default $LENSCOPE_STORE, else ./runs")
+    report_interval: int = field(
+        "logging/report_interval", default=50,
+        help="record training values every N steps (and at the end); 0 means never",
+    )
+    validation_interval: int = field(
+        "logging/validation_interval", default=500,
+        help="validate (and run tandem analyses) every N steps; 0 means never",
+    )
+    checkpoint_interval: int = field(
+        "logging/checkpoint_interval", default=1000,
+        help="checkpoint every N steps (and at the end); 0 means never",
+    )
+    eval_batches: int = field(
+        "logging/eval_batches", default=0, help="batches per validation/test pass; 0 means the whole split"
+    )
+    results: str = field(
+        "logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>"
+    )
+    store_url: str | None = field(
+        "store/url", default=None, help="store URL or folder; default $LENSCOPE_STORE, else ./runs"
+    )
+
+    def __post_init__(self) -> None:
+        """Refuse negative cadences when the config is built, before a trainer opens its store."""
+        paths = {spec.attr: spec.path for spec in schema(type(self)).fields}
+        for attr in INTERVALS:
+            value = getattr(self, attr)
+            if value < 0:
+                raise ConfigError(f"{paths[attr]} must be >= 0 (0 means never), got {value}")

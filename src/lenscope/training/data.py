@@ -41,25 +41,52 @@ class ArrayData:
         """Full batches per pass over `split` (a short last batch is dropped)."""
         return max(1, self.size(split) // self.global_batch_size(split))
 
+    def pass_batches(self, split: str) -> int:
+        """Batches in one pass over `split` that sees every example once: the full ones and a short last one."""
+        return -(-self.size(split) // self.global_batch_size(split))
+
+    def pass_examples(self, split: str, index: int) -> int:
+        """How many real examples batch `index` of one pass holds (fewer than a full batch in a short last one)."""
+        bs = self.global_batch_size(split)
+        return max(0, min(bs, self.size(split) - index * bs))
+
     def indices(self, split: str, index: int) -> np.ndarray:
         """Global example indices of batch `index` of `split`."""
-        n, bs = self.size(split), self.global_batch_size(split)
-        per_epoch = self.num_batches(split)
-        epoch, pos = divmod(index, per_epoch)
-        order = np.arange(n)
-        if split in self.shuffle and bs < n:
-            order = np.random.default_rng([self.seed, epoch]).permutation(n)
-        return order[pos * bs:(pos + 1) * bs]
+        epoch, pos = divmod(index, self.num_batches(split))
+        bs = self.global_batch_size(split)
+        return self._order(split, epoch)[pos * bs:(pos + 1) * bs]
+
+    def pass_indices(self, split: str, index: int) -> np.ndarray:
+        """Indices of batch `index` of one pass (epoch 0's order), a short last batch padded to full size.
+
+        The padding repeats the batch's last example, so every batch has one shape (one compiled
+        function) and splits over processes; `pass_examples` says how many rows are real.
+        """
+        bs = self.global_batch_size(split)
+        idx = self._order(split, 0)[index * bs:(index + 1) * bs]
+        if len(idx) == 0:
+            raise UsageError(f"split {split!r} has {self.pass_batches(split)} batches per pass, no batch {index}")
+        return np.pad(idx, (0, bs - len(idx)), mode="edge")
 
     def host_batch(self, split: str, index: int) -> dict[str, np.ndarray]:
         """This process's slice of global batch `index`, as NumPy arrays."""
-        idx = self.indices(split, index)
+        return self.host_slice(split, self.indices(split, index))
+
+    def host_slice(self, split: str, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """This process's contiguous share of the global example indices `idx`, as NumPy arrays."""
         count, rank = jax.process_count(), jax.process_index()
         if len(idx) % count:
             raise UsageError(f"global batch of {len(idx)} examples does not split over {count} processes")
         per = len(idx) // count
         idx = idx[rank * per:(rank + 1) * per]
         return {k: v[idx] for k, v in self._split(split).items()}
+
+    def _order(self, split: str, epoch: int) -> np.ndarray:
+        """The example order of one epoch: reshuffled from the seed for shuffled splits taken in batches."""
+        n = self.size(split)
+        if split in self.shuffle and self.global_batch_size(split) < n:
+            return np.random.default_rng([self.seed, epoch]).permutation(n)
+        return np.arange(n)
 
     def _split(self, split: str) -> Arrays:
         if split not in self.splits:

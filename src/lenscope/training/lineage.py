@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from ..store import Node, Store
 
@@ -29,7 +31,7 @@ class Lineage:
 
     @classmethod
     def start(cls, store: Store, name: str, parents: tuple = (), config: dict | None = None,
-              *, writer: bool = True) -> "Lineage":
+              *, writer: bool = True) -> Lineage:
         """A new lineage at seq 0 (with `parents` when branching); process 0 creates it, every process adopts it."""
         node = store.new_node(name, parents=parents, config=config) if writer else None
         if jax.process_count() > 1:
@@ -37,14 +39,14 @@ class Lineage:
         return cls(store, node, writer=writer)
 
     @classmethod
-    def resume(cls, store: Store, base: Node, *, writer: bool = True) -> "Lineage":
+    def resume(cls, store: Store, base: Node, *, writer: bool = True) -> Lineage:
         """Continue the lineage of `base`, attaching to that exact node."""
         if writer:
             store.set_status(base, "running")
         return cls(store, base, writer=writer, adopt=True)
 
     @classmethod
-    def attach(cls, store: Store, node: Node, *, writer: bool = True) -> "Lineage":
+    def attach(cls, store: Store, node: Node, *, writer: bool = True) -> Lineage:
         """Attach to an existing node without owning it: no ticks, no status changes (analysis on a base)."""
         return cls(store, node, writer=writer, owner=False)
 
@@ -87,9 +89,39 @@ class Lineage:
             self.store.set_status(self.flush(), status, error=error)
 
 
+class Mode(enum.Enum):
+    """How a job or an analysis takes the node it writes to."""
+
+    NEW = "new"  # a new lineage at seq 0, a child of `base` when there is one (a branch)
+    RESUME = "resume"  # continue `base`'s lineage: own it and mark it running
+    ATTACH = "attach"  # write onto `base` without owning it: no new node, no ticks, no status change
+    EXPORT = "export"  # a new, finished node in another store whose config names the source node `base`
+
+    @classmethod
+    def of(cls, base: Node | None, *, resume: bool = False, attach: bool = False) -> Mode:
+        """The mode of `setup()`: without a base a new lineage; with one attach, resume, or branch."""
+        if base is None:
+            return cls.NEW
+        return cls.ATTACH if attach else cls.RESUME if resume else cls.NEW
+
+
+def open_lineage(store: Store, mode: Mode, base: Node | None = None, *, name: str = "",
+                 config: dict | None = None, writer: bool = True) -> Lineage:
+    """The one decision of which node results are written to, for jobs, analyses, tandem files and output stores."""
+    if mode is Mode.RESUME:
+        return Lineage.resume(store, base, writer=writer)
+    if mode is Mode.ATTACH:
+        return Lineage.attach(store, base, writer=writer)
+    if mode is Mode.EXPORT:
+        if not writer:  # only process 0 creates the node; the others never write
+            return Lineage.attach(store, base, writer=False)
+        node = store.new_node(name, config={"source": str(base), **(config or {})})
+        store.set_status(node, "done")
+        return Lineage.attach(store, node)
+    return Lineage.start(store, name, (base,) if base is not None else (), config, writer=writer)
+
+
 def _broadcast_nonce(node: Node | None) -> str:
     """Process 0's nonce, on every process of a multi-host job."""
-    from jax.experimental import multihost_utils
-
     value = int(node.nonce, 16) if node is not None else 0
     return f"{int(multihost_utils.broadcast_one_to_all(np.int64(value))):06x}"

@@ -17,6 +17,11 @@ from .progress import Progress
 from .state import TrainState
 
 
+def due(step: int, interval: int, *, last: bool = False) -> bool:
+    """Whether a cadence of `interval` steps fires at `step` (also at the `last` step); an interval of 0 never fires."""
+    return interval > 0 and (step % interval == 0 or last)
+
+
 class TrainingLoop:
     """run(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
@@ -75,6 +80,17 @@ class TrainingLoop:
             self._whole_split_batches[split] = place_batch(self.data.host_batch(split, 0))
         return self._whole_split_batches[split]
 
+    def pass_batch(self, split: str, index: int) -> tuple[dict[str, jax.Array], int]:
+        """Batch `index` of one pass over `split` that sees every example once, and how many of its rows are real.
+
+        Full batches are `batch(split, index)`; a short last batch is padded to full size (same shape,
+        same compiled function), and only its first rows are examples of the split.
+        """
+        real = self.data.pass_examples(split, index)
+        if real == self.data.global_batch_size(split):
+            return self.batch(split, index), real
+        return place_batch(self.data.host_slice(split, self.data.pass_indices(split, index))), real
+
     def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The pure forward pass analyses capture from: the model applied to the batch inputs."""
         return self.model.apply({"params": state.params}, *self.model_inputs(batch))
@@ -95,17 +111,17 @@ class TrainingLoop:
                 totals = metrics if totals is None else self._accumulate(totals, metrics)
                 count += 1
                 progress.update()
-                if step % args.report_interval == 0 or step == args.steps:
+                if due(step, args.report_interval, last=step == args.steps):
                     values = {f"train/{k}": float(v) / count for k, v in to_host(totals).items()}
                     values["train/steps_per_s"] = count / (time.perf_counter() - t0)
                     values["train/step"] = step
                     self.lineage.record(values)
                     progress.show({"loss": values["train/loss"]})
                     totals, count, t0 = None, 0, time.perf_counter()
-                if step % args.validation_interval == 0:
+                if due(step, args.validation_interval):
                     values = self.validate()
                     progress.show({"val_loss": values["val/loss"], "val_acc": values.get("val/accuracy", np.nan)})
-                if step % args.checkpoint_interval == 0 or step == args.steps:
+                if due(step, args.checkpoint_interval, last=step == args.steps):
                     self.save_checkpoint()
         finally:
             progress.close()

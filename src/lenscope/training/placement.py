@@ -8,7 +8,14 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ..capture import abstract, signature
+
+__all__ = [
+    "abstract", "batch_sharding", "data_mesh", "place_batch", "place_state", "replicated", "signature", "to_host",
+]
 
 
 @lru_cache(maxsize=1)
@@ -52,28 +59,5 @@ def to_host(tree: Any) -> Any:
     """Global arrays as NumPy on every process (an all-gather across processes when needed)."""
     if jax.process_count() == 1:
         return jax.device_get(tree)
-    from jax.experimental import multihost_utils
-
     return multihost_utils.process_allgather(tree, tiled=True)
 
-
-def abstract(tree: Any) -> Any:
-    """Shapes, dtypes, weak types and shardings of a tree's arrays: what compiling for them needs."""
-    def spec(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array):
-            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf.sharding, weak_type=leaf.weak_type)
-        return leaf
-    return jax.tree.map(spec, tree)
-
-
-def signature(tree: Any) -> tuple:
-    """What an executable is specialized to: the tree structure and each leaf's shape, dtype, weak type, sharding.
-
-    Arrays and their `abstract` specs give the same signature.
-    """
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple(
-        (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding) if hasattr(leaf, "sharding")
-        else (np.shape(leaf), np.result_type(leaf), True)
-        for leaf in leaves
-    )

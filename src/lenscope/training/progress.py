@@ -36,7 +36,8 @@ class Progress:
         rate = (self.done - self._start) / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
         parts = " ".join(f"{k}={v}" for k, v in text.items())
-        print(f"{self.desc} {self.done}/{self.total} {parts} {rate:.1f} step/s eta {eta:.0f}s", file=self.stream, flush=True)
+        line = f"{self.desc} {self.done}/{self.total} {parts} {rate:.1f} step/s eta {eta:.0f}s"
+        print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         """Close the bar."""

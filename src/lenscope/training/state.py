@@ -19,7 +19,7 @@ class TrainState:
     key: jax.Array
 
     @classmethod
-    def create(cls, params: Any, opt_state: Any, key: jax.Array, step: int = 0) -> "TrainState":
+    def create(cls, params: Any, opt_state: Any, key: jax.Array, step: int = 0) -> TrainState:
         """A state at `step` with the given parameters, optimizer state and key."""
         return cls(step=jnp.asarray(step, jnp.int32), params=params, opt_state=opt_state, key=key)
 

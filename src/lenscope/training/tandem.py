@@ -1,23 +1,51 @@
-"""Tandem analyses: checked at trainer construction, run as borrowed views at validation cadence (A9)."""
+"""Tandem analyses (A9): checked at trainer construction, scheduled at validation cadence through small protocols.
+
+The scheduler knows analyses only as `TandemAnalysis` (a class in `ANALYSIS`) and `TandemView`
+(the borrowed view it makes); it never imports the analysis layer. Views hand the slow half of
+their work (figures, files, `on_analysis_end`) to the `Publisher`, which runs it on a background
+thread against the node the results were computed on.
+"""
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import traceback
-from collections.abc import Sequence
-from typing import Any
-
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..config import schema
 from ..errors import ConfigError
-from ..files import is_plain_name
-from ..store import Node
-from .lineage import Lineage
-from .placement import abstract
+from ..files import check_plain_name
+from ..store import Node, Store
+from .lineage import Lineage, Mode, open_lineage
 
 log = logging.getLogger("lenscope.tandem")
+
+Work = Callable[[Lineage], None]
+
+
+class TandemView(Protocol):
+    """A borrowed view on the trainer: runs on its current state and node, never ticks."""
+
+    NAME: ClassVar[str]
+
+    def run(self) -> Any:
+        """The analysis's run(), called once per validation; deferred publishing goes to the view's publisher."""
+
+    def warm(self) -> Sequence[Callable[[], Any]]:
+        """Ahead-of-time work (compiling, loading the plotting stack), prepared now and run on a background thread."""
+
+
+@runtime_checkable
+class TandemAnalysis(Protocol):
+    """What an `ANALYSIS` entry is: a class with a plain NAME, the CONFIG it reads, and a borrowed-view factory."""
+
+    NAME: ClassVar[str]
+    CONFIG: ClassVar[type]
+
+    def from_trainer(self, trainer: Any, *, publisher: Publisher | None = None) -> TandemView:
+        """A borrowed view on `trainer` (a classmethod), publishing through `publisher` when given."""
 
 
 def check_analyses(trainer_cls: type, analyses: Sequence[type]) -> None:
@@ -25,12 +53,11 @@ def check_analyses(trainer_cls: type, analyses: Sequence[type]) -> None:
     seen: dict[str, type] = {}
     have = schema(trainer_cls.CONFIG).by_path
     for cls in analyses:
-        name = getattr(cls, "NAME", "")
-        if not hasattr(cls, "from_trainer"):
-            raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS holds {cls!r}, which is not an AnalysisBase subclass")
-        if not is_plain_name(name):
-            raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS: {cls.__name__}.NAME must be a nonempty plain name "
-                              f"(it names the file and the artifact), got {name!r}")
+        if not isinstance(cls, TandemAnalysis):
+            raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS holds {cls!r}, which is not an analysis "
+                              "(an AnalysisBase subclass)")
+        name = cls.NAME
+        check_plain_name(name, f"{trainer_cls.__name__}.ANALYSIS: {cls.__name__}.NAME", ConfigError)
         if name in seen:
             raise ConfigError(f"{trainer_cls.__name__}.ANALYSIS: {seen[name].__name__} and {cls.__name__} share "
                               f"NAME {name!r}; distinct analyses on one node need distinct names")
@@ -43,114 +70,133 @@ def check_analyses(trainer_cls: type, analyses: Sequence[type]) -> None:
                 )
 
 
-class Tandem:
-    """The borrowed views of one trainer, created once so each keeps its compiled function.
+class Publisher:
+    """One background thread for tandem work, at most one validation behind the training loop.
 
-    At each validation the views compute on the trainer's current state, in the training thread
-    (the state is read at the right step; multi-process gathers stay in order). Plotting and saving,
-    which can cost more than a validation pass, then run on one background thread while training
-    goes on, at most one validation behind, each attached to the node the results were computed
-    on. With `strict`, or for table-mode analyses, everything runs in the training thread.
-    `warm()` compiles the views from the state's shapes on that thread as training starts.
+    During a validation (`open(node)` ... `close()`) views `defer` their publishing; each piece of work
+    later receives the lineage of the node its results were computed on. A failure is logged and
+    recorded on that node (a value and an error artifact). When strict, deferred work runs at once
+    in the training thread and its errors propagate.
     """
 
-    def __init__(self, trainer: Any, analyses: Sequence[type]) -> None:
+    def __init__(self, store: Store, *, writer: bool) -> None:
+        self.store, self.writer = store, writer
+        self._node: Node | None = None
+        self._strict = False
+        self._jobs: list[tuple[str, Work]] = []
+        self._thread: threading.Thread | None = None
+
+    def open(self, node: Node, *, strict: bool) -> None:
+        """Start collecting one validation's work, computed on `node` (after the previous validation's is done)."""
+        self.wait()
+        self._node, self._strict, self._jobs = node, strict, []
+
+    def defer(self, name: str, work: Work) -> None:
+        """Run `work(lineage)` for analysis `name` on the open validation's node: later, or now when strict."""
+        if self._node is None:
+            raise RuntimeError(f"tandem analysis {name} deferred work outside a validation")
+        if self._strict:
+            work(self._lineage(self._node))
+        else:
+            self._jobs.append((name, work))
+
+    def close(self) -> None:
+        """Hand the collected work to the background thread."""
+        jobs, node, self._jobs, self._node = self._jobs, self._node, [], None
+        if jobs and node is not None:
+            self.start(self._publish, (jobs, node), "lenscope-tandem")
+
+    def start(self, target: Callable[..., None], args: tuple, name: str) -> None:
+        """Run `target(*args)` on the background thread, once the work before it is done."""
+        self.wait()
+        self._thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the background work (ahead-of-time compiles, the last validation's files) is done."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def record(self, name: str, node: Node, err: Exception) -> None:
+        """Log analysis `name`'s failure with its traceback and record it on `node` (a value and an error artifact)."""
+        text = "".join(traceback.format_exception(err))
+        log.error("tandem analysis %s failed at %s:\n%s", name, node, text)
+        if self.writer:
+            self.store.record(node, {f"tandem/{name}/error": f"{type(err).__name__}: {err}"})
+            self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+
+    def _lineage(self, node: Node) -> Lineage:
+        return open_lineage(self.store, Mode.ATTACH, node, writer=self.writer)
+
+    def _publish(self, jobs: list[tuple[str, Work]], node: Node) -> None:
+        lineage = self._lineage(node)
+        for name, work in jobs:
+            try:
+                work(lineage)
+            except Exception as err:  # noqa: BLE001  (recorded on the node: a figure never stops training)
+                self.record(name, node, err)
+
+
+class Tandem:
+    """The scheduler: the borrowed views of one trainer, made once so each keeps its compiled function.
+
+    At each validation it calls every view's `run()` in the training thread (the state is read at
+    the right step; multi-process gathers stay in order); the views defer plotting and saving to the
+    publisher. `warm()` starts each view's ahead-of-time work on the publisher's thread as training
+    starts, while the training step compiles.
+    """
+
+    def __init__(self, trainer: Any, analyses: Sequence[TandemAnalysis]) -> None:
         self.trainer = trainer
         self.analyses = list(analyses)
-        self._views: list[Any] | None = None
-        self._pending: threading.Thread | None = None
+        self.publisher = Publisher(trainer.store, writer=trainer.is_writer)
+        self._views: list[TandemView] | None = None
 
     @property
-    def views(self) -> list[Any]:
+    def views(self) -> list[TandemView]:
         """One borrowed view per declared analysis."""
         if self._views is None:
-            self._views = [cls.from_trainer(self.trainer) for cls in self.analyses]
+            self._views = [cls.from_trainer(self.trainer, publisher=self.publisher) for cls in self.analyses]
         return self._views
 
     def warm(self) -> None:
-        """Select (here) and compile (on the background thread) each view, so the first validation does not wait.
-
-        That thread first loads the plotting stack (a throwaway figure), while the training step compiles.
-        """
+        """Prepare each view's ahead-of-time work here and run it on the background thread: validations do not wait."""
         if not (self.analyses and self.trainer.args.analyze) or self._views is not None:
             return
-        state = abstract(self.trainer.state)
-        jobs = []
+        work: list[tuple[str, Callable[[], Any]]] = []
         for view in self.views:
             try:
-                if view.output_schema() is None:
-                    batch, key = abstract(view.analysis_batch()), abstract(view.analysis_key())
-                    jobs.append((view, (state, batch, key)))
-            except Exception:  # the first run repeats this in the training loop and reports the error there
-                log.debug("tandem analysis %s not compiled ahead", view.NAME, exc_info=True)
-        self._pending = threading.Thread(target=self._ahead, args=(jobs,), name="lenscope-tandem-compile",
-                                         daemon=True)
-        self._pending.start()
-
-    def _ahead(self, jobs: list[tuple[Any, tuple]]) -> None:
-        """On the warm-up thread: load the plotting stack (else the first figure does), then compile each view."""
-        if jobs and self.trainer.is_writer:
-            from ..analysis.plots import prewarm
-
-            _quietly(prewarm, "loading the plotting stack")
-        for view, args in jobs:
-            _quietly(functools.partial(view.executable, *args), f"compiling {view.NAME} ahead")  # validations call it
+                work.extend((view.NAME, item) for item in view.warm())
+            except Exception:  # the first validation repeats this in the training loop and reports the error there
+                log.debug("tandem analysis %s not prepared ahead", view.NAME, exc_info=True)
+        if work:
+            self.publisher.start(_ahead, (work,), "lenscope-tandem-compile")
 
     def run(self, strict: bool) -> None:
         """Run every view on the trainer's current state and node; record failures unless strict."""
-        self.wait()
         node = self.trainer.lineage.flush()
-        computed: list[tuple[Any, Any]] = []
-        for view in self.views:
-            try:
-                if strict or view.output_schema() is not None:
+        self.publisher.open(node, strict=strict)
+        try:
+            for view in self.views:
+                try:
                     view.run()
-                    continue
-                # AnalysisBase.run(), split: this half here, publish and on_analysis_end on the thread
-                view.on_analysis_start()
-                results = view.compute()
-                view.on_analysis_epoch_end(results)
-                computed.append((view, results))
-            except Exception as err:
-                if strict:
-                    raise
-                self._record(view, node, err)
-        if computed:
-            self._pending = threading.Thread(target=self._publish, args=(computed, node),
-                                             name="lenscope-tandem", daemon=True)
-            self._pending.start()
-
-    def _publish(self, computed: list[tuple[Any, Any]], node: Node) -> None:
-        attached = Lineage.attach(self.trainer.store, node, writer=self.trainer.lineage.writer)
-        for view, results in computed:
-            view._pin.lineage = attached  # on this thread the view's node is the one it computed on
-            try:
-                view.publish(results)
-                view.on_analysis_end(results)
-            except Exception as err:  # noqa: BLE001  (recorded on the node: a figure never stops training)
-                self._record(view, node, err)
-            finally:
-                del view._pin.lineage
-
-    def _record(self, view: Any, node: Node, err: Exception) -> None:
-        """Log the failure with its traceback and record it on `node` (a value and an error artifact)."""
-        text = "".join(traceback.format_exception(err))
-        log.error("tandem analysis %s failed at %s:\n%s", view.NAME, node, text)
-        if self.trainer.lineage.writer:
-            store = self.trainer.store
-            store.record(node, {f"tandem/{view.NAME}/error": f"{type(err).__name__}: {err}"})
-            store.put_artifact(node, f"{view.NAME}.error", f"{view.NAME}.error.txt", text.encode())
+                except Exception as err:
+                    if strict:
+                        raise
+                    self.publisher.record(view.NAME, node, err)
+        finally:
+            self.publisher.close()
 
     def wait(self) -> None:
-        """Block until the ahead-of-time compilation or the last validation's figures and files are done."""
-        if self._pending is not None:
-            self._pending.join()
-            self._pending = None
+        """Block until the ahead-of-time work or the last validation's figures and files are done."""
+        self.publisher.wait()
 
 
-def _quietly(work: Any, what: str) -> None:
-    """Ahead-of-time work: a failure here only means the first validation does it, and reports it, itself."""
-    try:
-        work()
-    except Exception:
-        log.debug("tandem: %s failed", what, exc_info=True)
+def _ahead(work: list[tuple[str, Callable[[], Any]]]) -> None:
+    """On the background thread: each view's ahead-of-time work; a failure only means the first validation does it."""
+    for name, item in work:
+        try:
+            item()
+        except Exception:
+            log.debug("tandem: ahead-of-time work of %s failed", name, exc_info=True)

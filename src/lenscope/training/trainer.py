@@ -1,10 +1,11 @@
-"""BaseTrainer: configuration, construction without state, setup (new, branch, resume), cleanup."""
+"""BaseTrainer: configuration, construction without state, setup (new, branch, resume, attach), cleanup."""
 
 from __future__ import annotations
 
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -13,14 +14,16 @@ import jax
 import numpy as np
 import optax
 
+from .. import capture
 from ..config import hydrate, schema, to_dict
 from ..errors import UsageError
 from ..registry import job_name
 from ..store import Node, Store
-from .checkpoint import CheckpointWriter, partial_restore, read_checkpoint
+from .checkpoint import CheckpointWriter, read_checkpoint, restore_tree
 from .config import TrainerConfig
 from .data import ArrayData
-from .lineage import Lineage
+from .extensions import analysis_runner
+from .lineage import Lineage, Mode, open_lineage
 from .loop import TrainingLoop
 from .placement import place_state
 from .state import TrainState
@@ -50,7 +53,6 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
                  store: Store | str | os.PathLike | None = None) -> None:
         """Hydrate the config, open the store and build model, optimizer and data; no state yet (T1)."""
-        self._borrowed = False
         check_analyses(type(self), self.ANALYSIS)  # before the store is opened: a bad declaration writes nothing
         sources = self._sources(config)
         args = config if isinstance(config, self.CONFIG) else hydrate(self.CONFIG, *sources)  # fails before any write
@@ -146,15 +148,20 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         return TrainState.create(params, self.optimizer.init(params), state_key)
 
     def surgery(self, state: TrainState, saved: Any) -> TrainState:
-        """Map a restored checkpoint tree onto the initialized state (default: partial restore, T2)."""
-        restored, missing = partial_restore(state, saved)
-        self.restored_missing = missing
-        if missing:
-            log.warning("checkpoint lacks %d leaves, kept initialized: %s", len(missing), ", ".join(missing))
+        """Map a restored checkpoint tree onto the initialized state: strict by default (T2, #11.1).
+
+        Override to restore a changed model on purpose, e.g. with `partial_restore` or
+        `restore_tree(state, saved, may_miss=...)`; set `self.restored_missing` to what stayed initialized.
+        """
+        restored, self.restored_missing = restore_tree(state, saved)
         return restored
 
-    def setup(self, resume: bool = False) -> None:
-        """Choose the node (new, branch or resume `base`) and initialize or restore state; idempotent."""
+    def setup(self, resume: bool = False, *, attach: bool = False) -> None:
+        """Choose the node (new, branch, resume `base`, or attach to it) and initialize or restore state; idempotent.
+
+        `attach` restores `base` and writes onto that node without owning it (no new node, no status
+        change): what running analyses on a checkpoint needs.
+        """
         if self.state is not None:
             return
         state = self.init_state(jax.random.PRNGKey(self.args.seed))
@@ -164,17 +171,16 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
                 raise UsageError(f"node {self.base} has no checkpoint to restore; "
                                  f"nodes with checkpoints: `lenscope ls --checkpoint`")
             state = self.surgery(state, read_checkpoint(path))
-            if not resume:
+            if not (resume or attach):
                 state = state.replace(step=np.zeros_like(state.step))
         self.state = place_state(state)
-        self.lineage = self._make_lineage(resume)
+        self.lineage = self._make_lineage(Mode.of(self.base, resume=resume, attach=attach))
         self._checkpoints = CheckpointWriter()
 
-    def _make_lineage(self, resume: bool) -> Lineage:
-        if self.base is not None and resume:
-            return Lineage.resume(self.store, self.base, writer=self.is_writer)
-        parents = (self.base,) if self.base is not None else ()
-        return Lineage.start(self.store, self.name, parents, to_dict(self.args), writer=self.is_writer)
+    def _make_lineage(self, mode: Mode) -> Lineage:
+        """The job's node, taken as `mode` says."""
+        return open_lineage(self.store, mode, self.base, name=self.name, config=to_dict(self.args),
+                            writer=self.is_writer)
 
     def run_tandem(self) -> None:
         """Run the declared tandem analyses on the current state and node, if `training/analyze`."""
@@ -183,9 +189,7 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
 
     def run_analysis(self, *cfgs: Any) -> dict[str, Any]:
         """Run analyses (AnalysisCfg, names or classes) on this trainer's state, restored once; {name: result} (D4)."""
-        from ..analysis.multi import run_analysis
-
-        return run_analysis(self, *cfgs)
+        return analysis_runner()(self, *cfgs)
 
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream [..., d_model] through the final unembedding (for the logit lens); override."""
@@ -194,21 +198,19 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
 
     # -- notebook Debugger (A10) ---------------------------------------------------
     def _debug_args(self, batch: Mapping[str, Any] | None) -> tuple:
-        state = self.state if self.state is not None else place_state(self.init_state(jax.random.PRNGKey(self.args.seed)))
+        key = jax.random.PRNGKey(self.args.seed)
+        state = self.state if self.state is not None else place_state(self.init_state(key))
         batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch
         return (state, batch, jax.random.PRNGKey(self.args.seed))
 
-    def find(self, target: type | tuple[type, ...] = nn.Module, batch: Mapping[str, Any] | None = None) -> list[str]:
-        """Paths of `target` module calls in the forward, in call order (root is "")."""
-        from ..analysis.debug import find
+    def find(self, target: capture.Target = None, batch: Mapping[str, Any] | None = None) -> list[str]:
+        """Paths of `target` module calls (None: every module) in the forward, in call order (root is "")."""
+        return capture.find(self.trace, self._debug_args(batch), target, backend=capture.backend_for(self.model))
 
-        return find(self.trace, self._debug_args(batch), target)
-
-    def debug(self, path: str, batch: Mapping[str, Any] | None = None):
+    def debug(self, path: str,
+              batch: Mapping[str, Any] | None = None) -> AbstractContextManager[tuple[Any, capture.DebugInputs]]:
         """`with trainer.debug(path) as (layer, inputs)`: eager, stops at the first call of `path`; state untouched."""
-        from ..analysis.debug import debug
-
-        return debug(self.trace, self._debug_args(batch), path)
+        return capture.debug(self.trace, self._debug_args(batch), path, backend=capture.backend_for(self.model))
 
     # -- lifecycle -----------------------------------------------------------------
     def tick(self) -> Node:

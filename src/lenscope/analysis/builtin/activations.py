@@ -29,7 +29,8 @@ class ActivationStats(OpAnalysis):
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, dict[str, jax.Array]]:
         """One dict of scalars per layer path, from each layer re-run on its captured inputs."""
-        return {root_label(path): activation_stats(layer_output(layer, x)) for path, layer, x in self.by_path(layers, inputs)}
+        return {root_label(path): activation_stats(layer_output(layer, x))
+                for path, layer, x in self.by_path(layers, inputs)}
 
     def plot(self, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """The statistics as JSON, tied to the node."""

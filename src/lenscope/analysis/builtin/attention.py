@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...capture import CaptureError
 from ...models.transformer import Attention
-from ..trace import CaptureError
 from .base import OpAnalysis, root_label
 
 PATTERN_NAMES = ("pattern", "attention_weights")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from ...capture import CaptureError, format_paths, match_paths
 from ..base import AnalysisBase
-from ..cfg import match_paths
-from ..trace import CaptureError, format_paths
 
 
 def root_label(path: str) -> str:
@@ -28,17 +26,10 @@ def layer_output(layer: Any, inputs: Any) -> jax.Array:
 
 
 class OpAnalysis(AnalysisBase):
-    """A general analysis: `PARAMS` (defaults, set through AnalysisCfg.params or op keywords) and DEFAULT_FILTER globs."""
+    """A general analysis: PARAMS (set through AnalysisCfg.params or op keywords) and DEFAULT_FILTER globs."""
 
-    PARAMS: ClassVar[Mapping[str, Any]] = {}
     DEFAULT_FILTER: ClassVar[str | tuple[str, ...] | None] = None  # None: every discovered path but the root
     REQUIRED_PATHS: ClassVar[tuple[str, ...]] = ()
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """This run's parameters: PARAMS updated by the active AnalysisCfg's params."""
-        given = self.__dict__.get("_params")
-        return dict(given) if given is not None else dict(self.PARAMS)
 
     def select(self, paths: list[str]) -> list[str]:
         """Paths matching DEFAULT_FILTER (every non-root path without one), plus REQUIRED_PATHS."""

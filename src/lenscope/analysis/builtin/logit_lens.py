@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..trace import CaptureError
+from ...capture import CaptureError
 from .base import OpAnalysis, layer_output
 
 

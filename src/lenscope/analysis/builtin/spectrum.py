@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..trace import CaptureError
+from ...capture import CaptureError
 from .base import OpAnalysis, root_label
 
 
@@ -47,6 +47,7 @@ class WeightSpectrum(OpAnalysis):
     def plot(self, results: dict[str, np.ndarray]) -> Any:
         """Singular values per kernel (log scale), padded with NaN to a common length."""
         width = max(len(v) for v in results.values())
-        series = {k: np.pad(np.asarray(v, np.float64), (0, width - len(v)), constant_values=np.nan) for k, v in results.items()}
+        series = {k: np.pad(np.asarray(v, np.float64), (0, width - len(v)), constant_values=np.nan)
+                  for k, v in results.items()}
         return self.line(None, series, title=f"Weight spectrum at {self.node}", xlabel="index", ylabel="singular value",
                          logy=True)

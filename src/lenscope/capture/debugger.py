@@ -6,19 +6,22 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import flax.linen as nn
 import jax
 
-from lenscope.analysis.inputs import DebugInputs
-from lenscope.analysis.trace import CaptureError, Target, detach, discover, format_paths, module_path
-from lenscope.errors import hint
+from ..errors import hint
+from .backend import CaptureBackend, ModuleCall, Target
+from .capture import discover
+from .choose import resolve_backend
+from .inputs import DebugInputs
+from .paths import CaptureError, format_paths
 
 __all__ = ["debug", "find"]
 
 
-def find(trace_fn: Callable[..., Any], args: tuple, target: Target = nn.Module) -> list[str]:
+def find(trace_fn: Callable[..., Any], args: tuple, target: Target = None, *,
+         backend: CaptureBackend | None = None) -> list[str]:
     """Paths of TARGET calls in first-call order (same abstract trace as analysis discovery)."""
-    return discover(trace_fn, args, target)
+    return discover(trace_fn, args, target, backend=backend)
 
 
 class _Reached(BaseException):
@@ -30,26 +33,25 @@ def _has_tracer(tree: Any) -> bool:
 
 
 @contextlib.contextmanager
-def debug(trace_fn: Callable[..., Any], args: tuple, path: str) -> Iterator[tuple[nn.Module, DebugInputs]]:
-    """Run trace_fn(*args) eagerly up to the first call of `path`; yield (bound layer, concrete DebugInputs)."""
+def debug(trace_fn: Callable[..., Any], args: tuple, path: str, *,
+          backend: CaptureBackend | None = None) -> Iterator[tuple[Any, DebugInputs]]:
+    """Run trace_fn(*args) eagerly up to the first call of `path`; yield (detached layer, concrete DebugInputs)."""
+    backend = resolve_backend(backend)
     if not isinstance(path, str):
         raise CaptureError(f"debug() path must be a str module path like 'blocks_0/attn', got {path!r}")
     seen: dict[str, None] = {}
-    found: list[tuple[nn.Module, DebugInputs]] = []
+    found: list[tuple[Any, DebugInputs]] = []
 
-    def stop_at(next_fun, call_args, call_kwargs, context):
-        module = context.module
-        if context.method_name == "__call__" and module.scope is not None:
-            here = module_path(module)
-            seen.setdefault(here, None)
-            if here == path:
-                inputs = DebugInputs.bind(context.orig_method, call_args, call_kwargs)
-                found.append((detach(module), inputs))
+    def stop_at(call: ModuleCall, proceed: Callable[[], Any]) -> Any:
+        if call.forward:
+            seen.setdefault(call.path, None)
+            if call.path == path:
+                found.append((backend.detach(call.module), call.inputs()))
                 raise _Reached()
-        return next_fun(*call_args, **call_kwargs)
+        return proceed()
 
     try:
-        with jax.disable_jit(), nn.intercept_methods(stop_at):
+        with jax.disable_jit(), backend.intercept(stop_at):
             trace_fn(*args)
     except _Reached:
         pass
@@ -58,7 +60,7 @@ def debug(trace_fn: Callable[..., Any], args: tuple, path: str) -> Iterator[tupl
             f"debug(): the forward never called {path!r}{hint(path, seen)}; paths it called: {format_paths(list(seen))}"
         )
     layer, inputs = found.pop()
-    if _has_tracer(inputs) or _has_tracer(layer.variables):
+    if _has_tracer(inputs) or _has_tracer(backend.variables(layer)):
         raise CaptureError(
             f"debug(): the inputs of {path!r} are traced values; pass the plain forward, not one wrapped "
             "in jax.vmap/jax.jit (the Debugger is eager)"

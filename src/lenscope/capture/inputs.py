@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 
-from lenscope.errors import UsageError, hint
+from ..errors import UsageError, hint
 
 _P = inspect.Parameter
 # Parameter kinds stored as small ints so the pytree aux data stays hashable and cheap to compare.

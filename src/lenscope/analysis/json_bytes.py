@@ -1,4 +1,4 @@
-"""What analyze() may return (A6) and how plot()'s JSON values become strict, stable bytes (A7)."""
+"""plot()'s JSON values as strict, stable bytes (A7): NaN, complex and non-str keys are errors naming the place."""
 
 from __future__ import annotations
 
@@ -9,43 +9,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from lenscope.analysis.inputs import DebugInputs
-from lenscope.errors import UsageError
-
-_SCALARS = (bool, int, float, complex, np.bool_, np.number)
-
-
-def _numeric(dtype: Any) -> bool:
-    """True for bool and number dtypes, including ml_dtypes (bfloat16 & co report numpy kind 'V')."""
-    return jax.dtypes.issubdtype(dtype, np.bool_) or jax.dtypes.issubdtype(dtype, np.number)
-
-
-def _is_leaf(x: Any) -> bool:
-    # DebugInputs is a pytree (so it may cross jit); as a result it is a mistake, so treat it as one opaque leaf.
-    return isinstance(x, DebugInputs)
-
-
-def _bad_leaf(leaf: Any) -> str | None:
-    """Why `leaf` is not a valid analysis result leaf, or None when it is."""
-    if leaf is None or isinstance(leaf, _SCALARS):
-        return None
-    if isinstance(leaf, (jax.Array, np.ndarray)):
-        return None if _numeric(leaf.dtype) else f"an array of dtype {leaf.dtype}"
-    kind = type(leaf)
-    return f"a {kind.__qualname__}" if kind.__module__ == "builtins" else f"a {kind.__module__}.{kind.__qualname__}"
-
-
-def validate_result(tree: Any) -> None:
-    """Check analyze()'s PyTree holds only arrays, numeric scalars or None; UsageError names the bad leaf."""
-    leaves, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_leaf)
-    for path, leaf in leaves:
-        why = _bad_leaf(leaf)
-        if why is not None:
-            where = jax.tree_util.keystr(path) or "(the whole result)"
-            raise UsageError(
-                f"analyze() result leaf {where} is {why}; results must be a PyTree of arrays, "
-                "bool/int/float/complex scalars or None (crop/reduce to arrays; keep names in dict keys)"
-            )
+from ..capture.results import is_numeric
+from ..errors import UsageError
 
 
 def _jsonable(value: Any, path: str) -> Any:
@@ -80,7 +45,7 @@ def _jsonable(value: Any, path: str) -> Any:
         raise UsageError(f"plot() returned a traced value at {path or '(top level)'}; return concrete data")
     if isinstance(value, (np.ndarray, jax.Array)):
         array = np.asarray(value)
-        if not _numeric(array.dtype):
+        if not is_numeric(array.dtype):
             raise UsageError(f"plot() returned an array of dtype {array.dtype} at {path or '(top level)'}")
         if jax.dtypes.issubdtype(array.dtype, np.complexfloating):
             raise UsageError(f"plot() returned a complex array at {path or '(top level)'}; JSON has no complex")

@@ -1,0 +1,258 @@
+"""Running analyses, one path (D3, D4): check configs, bind each to a trainer as a view, run a batch or a whole run.
+
+    results = execute_analysis_op(trainer, batch, AnalysisCfg("activation_stats"))
+    rows = list(execute_analysis_step(trainer, batch, AnalysisCfg("grokking/probe_acts")))
+    out = trainer.run_analysis("activation_stats", AnalysisCfg("grokking/fourier", name="spectrum"))
+
+Every entry point checks its configs once (`check_cfgs`), gives the trainer state through its own
+`setup(attach=True)` (restore `base` and write onto that node), and runs a view made by `bind`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+from .. import registry as jobs_registry
+from ..errors import UsageError, hint
+from ..store import Node, Store
+from ..training import BaseTrainer
+from ..training.extensions import register_analysis_runner
+from ..training.lineage import Lineage, Mode, open_lineage
+from . import registry as ops
+from .base import AnalysisBase
+from .cfg import AnalysisCfg, coerce_cfg, option_fields
+from .table_run import step_rows
+from .tables import load_table
+
+
+# -- configs ------------------------------------------------------------------------------
+def analysis_class(cfg: AnalysisCfg) -> type:
+    """The analysis class of `cfg`: a registered op name, a job name or `module:Class`, or the class itself."""
+    spec = cfg.analysis
+    if isinstance(spec, str) and spec in ops.names():
+        cls = ops.get(spec)
+    elif isinstance(spec, type) or ":" in spec or spec in jobs_registry.jobs():
+        cls = jobs_registry.resolve(spec)
+    else:
+        choices = ops.names() + [n for n, c in jobs_registry.jobs().items() if issubclass(c, AnalysisBase)]
+        raise UsageError(f"unknown analysis {spec!r}{hint(spec, choices)}; analyses: {', '.join(choices)} "
+                         "(or package.module:Class)")
+    if not (isinstance(cls, type) and issubclass(cls, AnalysisBase)):
+        raise UsageError(f"{spec!r} is {getattr(cls, '__name__', cls)}, not an analysis (an AnalysisBase subclass)")
+    return cls
+
+
+def _concrete_trainer(cls: type) -> type | None:
+    """The first concrete trainer class an analysis class already mixes in, if any."""
+    for klass in cls.__mro__:
+        if issubclass(klass, BaseTrainer) and not issubclass(klass, AnalysisBase) and klass is not BaseTrainer:
+            return klass
+    return None
+
+
+@functools.cache
+def combined_class(analysis: type, trainer: type) -> type:
+    """`analysis` on `trainer`: a general analysis (no trainer in its bases) is mixed in front of the trainer class."""
+    bound = _concrete_trainer(analysis)
+    if bound is not None:
+        if not issubclass(trainer, bound):
+            raise UsageError(f"{analysis.__name__} analyzes {bound.__name__} jobs, "
+                             f"but the trainer is {trainer.__name__}; "
+                             "use a general analysis (lenscope.ops) or one written for this trainer")
+        return analysis
+    if issubclass(trainer, analysis):
+        return trainer
+    return type(f"{analysis.__name__}[{trainer.__name__}]", (analysis, trainer),
+                {"__module__": analysis.__module__, "__doc__": analysis.__doc__})
+
+
+def resolve_params(cls: type, cfg: AnalysisCfg | None) -> dict[str, Any]:
+    """The analysis parameters: class PARAMS defaults updated by cfg.params; unknown names are an error."""
+    defaults = dict(cls.PARAMS)
+    given = dict(cfg.params) if cfg is not None else {}
+    for key in given:
+        if key not in defaults:
+            listed = ", ".join(defaults) or "none"
+            raise UsageError(f"{cls.__name__} has no parameter {key!r}{hint(key, defaults)}; its parameters: {listed} "
+                             f"(AnalysisCfg fields: {', '.join(option_fields())})")
+    return {**defaults, **given}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One config, checked: the analysis class combined with the trainer's, its result name and its parameters."""
+
+    cfg: AnalysisCfg
+    cls: type
+    name: str
+    params: Mapping[str, Any]
+
+
+def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
+    """Resolve and validate every cfg before anything runs: known analyses and params, distinct names, one cache.
+
+    A string is an `--analysis` text (`NAME`, `NAME,key=value,...` or a YAML file of several).
+    """
+    checked: list[Checked] = []
+    seen: dict[str, str] = {}
+    for cfg in (c for item in cfgs for c in (AnalysisCfg.parse(item) if isinstance(item, str) else [coerce_cfg(item)])):
+        cls = combined_class(analysis_class(cfg), type(trainer))
+        name = cfg.result_name(cls)
+        if name in seen:
+            raise UsageError(f"two analyses would both save results as {name!r} ({seen[name]} and {cfg.analysis!r}); "
+                             "give one a distinct AnalysisCfg(name=...)")
+        seen[name] = repr(cfg.analysis)
+        checked.append(Checked(cfg, cls, name, resolve_params(cls, cfg)))
+    folders = {str(c.cfg.cache_dir) for c in checked if c.cfg.cache_dir is not None}
+    if len(folders) > 1:
+        raise UsageError(f"one process has one JAX compilation cache; the analyses name several: {sorted(folders)}")
+    return checked
+
+
+def enable_compilation_cache(path: str | os.PathLike) -> Path:
+    """Use JAX's persistent compilation cache in `path` for every program, so later processes skip compiling."""
+    folder = Path(path).expanduser().absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    if jax.config.jax_compilation_cache_dir != str(folder):
+        jax.config.update("jax_compilation_cache_dir", str(folder))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        # JAX decides once per process whether to use the cache; start over so the new folder takes effect.
+        compilation_cache.reset_cache()
+    return folder
+
+
+# -- binding --------------------------------------------------------------------------------
+def results_lineage(trainer: BaseTrainer, cfg: AnalysisCfg, name: str) -> Lineage | None:
+    """Where cfg.output_store sends results: a node of the trainer's store, or a new node in another store (None: the
+    trainer's node)."""
+    spec = cfg.output_store
+    if spec is None:
+        return None
+    if isinstance(spec, Node) or (isinstance(spec, str) and "@" in spec):
+        return open_lineage(trainer.store, Mode.ATTACH, trainer.store.get(spec).node, writer=trainer.is_writer)
+    store = spec if isinstance(spec, Store) else Store(spec, readonly=not trainer.is_writer)
+    return open_lineage(store, Mode.EXPORT, trainer.node, name=name, config={"analysis": name},
+                        writer=trainer.is_writer)
+
+
+_VIEWS: weakref.WeakKeyDictionary[BaseTrainer, dict[tuple, AnalysisBase]] = weakref.WeakKeyDictionary()
+
+
+def bind(trainer: BaseTrainer, checked: Checked) -> AnalysisBase:
+    """The analysis of a checked cfg as a view on `trainer` (state and node read from it), made once per cfg and reused.
+
+    Its input table, if it names one, is read afresh on each bind: an earlier step may have rewritten it.
+    """
+    views = _VIEWS.setdefault(trainer, {})
+    key = (checked.cls, repr(checked.cfg))
+    if key not in views:
+        view = checked.cls.from_trainer(trainer, lineage=results_lineage(trainer, checked.cfg, checked.name))
+        view.use_cfg(checked.cfg, checked.params)
+        views[key] = view
+    view = views[key]
+    if input_store_of(view) is not None:
+        view.input_dataset = load_input(view)
+    return view
+
+
+def input_store_of(analysis: AnalysisBase) -> tuple[Any, str] | None:
+    """(node, artifact name) of the analysis's input table: cfg.input_store, else the class INPUT_STORE."""
+    cfg = analysis.analysis_cfg
+    spec = cfg.input_store if cfg is not None and cfg.input_store is not None else None
+    spec = getattr(analysis, "INPUT_STORE", None) if spec is None else spec
+    if spec is None:
+        return None
+    if isinstance(spec, Mapping):
+        if set(spec) != {"node", "name"}:
+            raise UsageError(f"input_store mapping needs exactly the keys node and name, got {sorted(spec)}")
+        return spec["node"], spec["name"]
+    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        return spec[0], spec[1]
+    if isinstance(spec, str):
+        node, sep, name = spec.rpartition("/")
+        return (node, name) if sep else (analysis.node, name)
+    raise UsageError(f"input_store must be 'NODE/NAME', 'NAME' (a table on this node), (node, name) or "
+                     f"{{node: ..., name: ...}}, got {spec!r}")
+
+
+def load_input(analysis: AnalysisBase) -> Any:
+    """The input table (a datasets.Dataset) named by the analysis's input_store."""
+    where = input_store_of(analysis)
+    if where is None:
+        raise UsageError(f"{type(analysis).__name__} reads an input table: set AnalysisCfg(input_store='NODE/NAME')")
+    node, name = where
+    return load_table(analysis.store, node, name)
+
+
+def ready(trainer: BaseTrainer, checked: list[Checked]) -> None:
+    """Set the compilation cache the cfgs name, then give the trainer state once through its own setup().
+
+    A trainer with `base` restores that checkpoint and attaches to the node (no new node, no status change).
+    """
+    for item in checked:
+        if item.cfg.cache_dir is not None:
+            enable_compilation_cache(item.cfg.cache_dir)
+    if trainer.state is None:
+        trainer.setup(attach=True)
+
+
+def analysis_for(obj: Any, cfg: Any = None) -> AnalysisBase:
+    """The analysis to run: `obj` itself (an analysis, no cfg), or `cfg` bound to the trainer `obj`; with state."""
+    if cfg is None:
+        if not isinstance(obj, AnalysisBase):
+            raise UsageError(f"{type(obj).__name__} is a trainer: pass analysis_cfg=AnalysisCfg('<analysis name>') "
+                             "to choose the analysis")
+        ready(obj, [])
+        return obj
+    if not isinstance(obj, BaseTrainer):
+        raise UsageError(f"expected a trainer or an analysis, got {type(obj).__name__}")
+    checked = check_cfgs(obj, (cfg,))
+    ready(obj, checked)
+    return bind(obj, checked[0])
+
+
+# -- running --------------------------------------------------------------------------------
+def execute_analysis_op(obj: Any, batch: Mapping[str, Any] | None = None, analysis_cfg: Any = None,
+                        analysis_inputs: Mapping[str, Any] | None = None) -> Any:
+    """One batch's results in memory (NumPy, gathered across processes); batch None = the analysis batch.
+
+    `analysis_inputs` hold for this call only, over the config-backed values (`analysis.analysis_inputs`).
+    """
+    analysis = analysis_for(obj, analysis_cfg)
+    with analysis.inputs_for_call(analysis_inputs):
+        return analysis.compute(analysis.analysis_batch() if batch is None else batch)
+
+
+def execute_analysis_step(obj: Any, batch: Mapping[str, Any] | None = None, analysis_cfg: Any = None,
+                          analysis_inputs: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Serialized rows (one dict per example) of one batch of a table analysis, validated against its schema."""
+    analysis = analysis_for(obj, analysis_cfg)
+    with analysis.inputs_for_call(analysis_inputs):
+        rows = step_rows(analysis, analysis.analysis_batch() if batch is None else batch)
+    yield from rows
+
+
+def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> dict[str, Any]:
+    """Check every cfg, give the trainer state once, then run each analysis in turn on it; returns {name: result}.
+
+    Each analysis fires on_analysis_start, on_analysis_epoch_end (per pass) and on_analysis_end.
+    A table analysis returns its Dataset (process 0); others return their gathered results.
+    """
+    if not cfgs:
+        raise UsageError("run_analysis needs at least one analysis (an AnalysisCfg, a registered name or a class)")
+    checked = check_cfgs(trainer, cfgs)
+    ready(trainer, checked)
+    return {item.name: bind(trainer, item).run() for item in checked}
+
+
+register_analysis_runner(run_analysis)

@@ -1,0 +1,67 @@
+"""The Flax linen backend: linen's own method interception (flax.linen.intercept_methods) reports every call."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import flax.linen as nn
+
+from ..errors import UsageError
+from .backend import Interceptor, ModuleCall, Target
+
+__all__ = ["LinenBackend", "module_path"]
+
+
+def module_path(module: nn.Module) -> str:
+    """The '/'-joined scope path of a bound module; the root module is ''."""
+    return "/".join(str(part) for part in module.path)
+
+
+class LinenBackend:
+    """Capture for flax.linen models: a module call is intercepted with its bound module and scope path."""
+
+    name = "flax.linen"
+
+    def accepts(self, model: Any) -> bool:
+        """A linen Module instance (the definition, bound or not)."""
+        return isinstance(model, nn.Module)
+
+    def check_target(self, target: Target = None) -> tuple[type, ...]:
+        """TARGET as a tuple of linen Module subclasses (None: nn.Module, every module)."""
+        if target is None:
+            return (nn.Module,)
+        items = target if isinstance(target, tuple) else (target,)
+        for item in items:
+            if not (isinstance(item, type) and issubclass(item, nn.Module)):
+                raise UsageError(f"TARGET must be a flax.linen.Module subclass or a tuple of them, got {item!r}")
+        if not items:
+            raise UsageError("TARGET must be a flax.linen.Module subclass or a nonempty tuple of them, got ()")
+        return items
+
+    @contextlib.contextmanager
+    def intercept(self, on_call: Interceptor) -> Iterator[None]:
+        """Report each linen method call (inside any apply, this thread) to on_call while the block runs."""
+        def interceptor(next_fun: Any, args: tuple, kwargs: dict, context: Any) -> Any:
+            module = context.module
+            path = module_path(module) if module.scope is not None else None
+            call = ModuleCall(module, context.method_name, path, context.orig_method, args, kwargs)
+            return on_call(call, lambda: next_fun(*args, **kwargs))
+
+        with nn.intercept_methods(interceptor):
+            yield
+
+    def detach(self, module: nn.Module) -> nn.Module:
+        """A copy of a bound module re-bound to its own variables, rngs and mutability; valid outside its apply."""
+        scope = module.scope
+        rngs = {}
+        for name, rng in (scope.rngs or {}).items():
+            # flax keeps rngs as LazyRng (a key plus a static suffix); as_jax_rng folds the suffix without consuming it
+            rngs[name] = rng.as_jax_rng() if hasattr(rng, "as_jax_rng") else rng
+        unbound, variables = module.unbind()
+        return unbound.bind(variables, rngs=rngs or None, mutable=scope.mutable)
+
+    def variables(self, module: nn.Module) -> Any:
+        """The bound module's variable collections."""
+        return module.variables

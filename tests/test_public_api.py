@@ -1,0 +1,71 @@
+"""Public API: `__all__`, the lazy table and the TYPE_CHECKING block name the same objects; docs import only them."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import lenscope
+
+ROOT = Path(__file__).resolve().parents[1]
+# Modules a reader may import from (packages with an `__all__`, the op facade, the examples); the rest may move.
+PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|examples(\.\w+)?))?\Z")
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """name -> module of each import in lenscope/__init__.py's `if TYPE_CHECKING:` block."""
+    tree = ast.parse(Path(lenscope.__file__).read_text(encoding="utf-8"))
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    found = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
+        module = "lenscope" + (f".{node.module}" if node.module else "")
+        found.update({alias.asname or alias.name: module for alias in node.names})
+    return found
+
+
+TYPED = _type_checking_imports()
+
+
+def test_all_lists_exactly_the_lazy_names_and_the_names_type_checkers_see():
+    assert lenscope.__all__ == sorted(set(lenscope.__all__))
+    assert sorted(TYPED) == lenscope.__all__
+    assert sorted([*lenscope._EXPORTS, *lenscope._MODULES]) == lenscope.__all__
+
+
+@pytest.mark.parametrize("name", lenscope.__all__)
+def test_each_public_name_resolves_to_the_object_type_checkers_see(name):
+    module = importlib.import_module(TYPED[name])
+    expected = getattr(module, name, None)
+    if expected is None:  # `from .analysis import plots`: a submodule
+        expected = importlib.import_module(f"{TYPED[name]}.{name}")
+    assert getattr(lenscope, name) is expected
+    assert name in dir(lenscope)
+
+
+def _doc_imports() -> list[tuple[str, str, list[str]]]:
+    """(file:line, module, names) of each `from lenscope... import` / `import lenscope...` in README and docs."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{lineno}"
+            if match := re.match(r"\s*from (lenscope[\w.]*) import (.+)", line):
+                names = [n.strip().split(" as ")[0] for n in match[2].strip("()").split(",") if n.strip()]
+                found.append((where, match[1], names))
+            elif match := re.match(r"\s*import (lenscope[\w.]*)", line):
+                found.append((where, match[1], []))
+    return found
+
+
+def test_docs_and_readme_import_only_public_names():
+    imports = _doc_imports()
+    assert imports, "no lenscope imports found in README.md and docs/"
+    private = [f"{where}: {module}" for where, module, _ in imports if not PUBLIC_MODULES.match(module)]
+    assert not private, "docs import internal modules (use a name from `lenscope` instead):\n" + "\n".join(private)
+    unknown = [f"{where}: {name}" for where, module, names in imports if module == "lenscope"
+               for name in names if name not in lenscope.__all__]
+    assert not unknown, "docs import names lenscope does not export:\n" + "\n".join(unknown)

@@ -1,0 +1,99 @@
+"""One reader for typed values: config overrides, `--analysis NAME,k=v` and `ls --where` agree (YAML 1.2 core)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lenscope import AnalysisCfg, Store, UsageError
+from lenscope.cli import main
+from lenscope.config import field, hydrate, parse_override
+from lenscope.text import load_yaml, parse_value
+
+INF = math.inf
+# (typed text, the Python value every entry point reads it as)
+CASES = [
+    ("true", True), ("False", False), ("TRUE", True),
+    ("yes", "yes"), ("no", "no"), ("on", "on"), ("off", "off"), ("y", "y"),  # YAML 1.1 booleans stay text
+    ("null", None), ("~", None), ("Null", None),
+    ("3", 3), ("-7", -7), ("+4", 4), ("012", 12), ("0x1f", 31), ("0o17", 15),
+    ("1e-3", 0.001), ("1E5", 100000.0), (".5", 0.5), ("2.5", 2.5), ("1.", 1.0), ("-1.5e+3", -1500.0),
+    (".inf", INF), ("-.inf", -INF), ("inf", "inf"), ("nan", "nan"),
+    ("[1, a, 1e-3]", [1, "a", 0.001]), ("[]", []), ("{k: v, n: 2}", {"k": "v", "n": 2}),
+    ("'1e-3'", "1e-3"), ('"42"', "42"), ("'yes'", "yes"),
+    ("hello", "hello"), ("a b", "a b"), ("2024-01-01", "2024-01-01"), ("1:30", "1:30"), ("1_000", "1_000"),
+    ("blocks_*", "blocks_*"), ("**/attn", "**/attn"), ("[1, 2", "[1, 2"), ("a: b: c", "a: b: c"), ("=", "="),
+]
+IDS = [text or "empty" for text, _ in CASES]
+
+
+def same(got: Any, expected: Any) -> bool:
+    """Equal with equal types all the way down (1, 1.0 and True are three different answers)."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, list):
+        return len(got) == len(expected) and all(same(g, e) for g, e in zip(got, expected))
+    if isinstance(expected, dict):
+        return list(got) == list(expected) and all(same(got[k], expected[k]) for k in expected)
+    return got == expected
+
+
+@dataclass
+class Free:
+    extra: dict[str, Any] = field("run/extra", default_factory=dict, help="free-form values")
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES, ids=IDS)
+def test_config_overrides_and_analysis_values_read_text_alike(text, expected):
+    assert same(parse_value(text), expected)
+    path, value = parse_override(f"run/extra/v={text}")
+    assert path == "run/extra/v" and same(value, expected)
+    assert same(hydrate(Free, f"run/extra/v={text}").extra["v"], expected)
+    (cfg,) = AnalysisCfg.parse(f"activation_stats,v={text}")
+    assert same(cfg.params["v"], expected)
+
+
+def test_nan_and_the_empty_value():
+    assert math.isnan(parse_value(".nan")) and math.isnan(parse_value(".NaN"))
+    assert math.isnan(hydrate(Free, "run/extra/v=.nan").extra["v"])
+    assert parse_value("") is None and parse_override("run/extra/v=")[1] is None
+    assert load_yaml("a:\nb: [1, yes, 010]\n") == {"a": None, "b": [1, "yes", 10]}
+
+
+@pytest.fixture(scope="module")
+def valued(tmp_path_factory):
+    """A store with one node per case value and one per case text (as a string), all under value key `v`."""
+    root = tmp_path_factory.mktemp("text") / "runs"
+    scalars = [e for _, e in CASES if not isinstance(e, (list, dict))] + [t for t, _ in CASES]
+    with Store(root) as store:
+        nodes = store.new_nodes([f"n{i}" for i in range(len(scalars))])
+        store.record_many([(node, {"v": value}) for node, value in zip(nodes, scalars)])
+    return root
+
+
+def _api(root, op: str, value: Any) -> set[str] | str:
+    """The nodes the Python query selects, or 'refused' when it refuses the value."""
+    with Store(root, readonly=True) as store:
+        try:
+            return {str(n) for n in store.query().where("v", op, value).all()}
+        except UsageError:
+            return "refused"
+
+
+def _cli(root, capsys, op: str, text: str) -> set[str] | str:
+    """The nodes `lenscope ls --where v OP TEXT -q` prints, or 'refused' when it exits 2."""
+    code = main(["ls", "--store", str(root), "-q", "--where", "v", op, text])
+    out = capsys.readouterr().out
+    return "refused" if code == 2 else set(out.split())
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES, ids=IDS)
+def test_ls_where_reads_text_as_the_config_does(valued, capsys, text, expected):
+    op = "in" if isinstance(expected, list) else "=="
+    got = _cli(valued, capsys, op, text)
+    assert got == _api(valued, op, expected)
+    if not same(expected, text):
+        assert got != _api(valued, op, text)  # the value read from the text was compared, not the text
