@@ -1,0 +1,33 @@
+"""`lenscope ui`: parse its options and start the read-only web UI (the server lives in lenscope.ui)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UsageError
+from ..ui import DEFAULT_HOST, DEFAULT_PORT
+
+
+def add_parser(sub: argparse._SubParsersAction, make) -> None:
+    """The `ui` subparser (`make(sub, name, help, description)` adds the shared --store and --debug)."""
+    ui = make(sub, "ui", "serve a read-only web UI over the store (runs, curves, figures, artifacts)",
+              "Serve a read-only web UI over the store: runs, metric curves, flip-books of figures over training, "
+              "nodes and their artifacts. Pages of running lineages refresh by themselves. Binds 127.0.0.1 unless "
+              "--host says otherwise.")
+    ui.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this "
+                                                          "machine only)")
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    ui.set_defaults(handler=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Serve the UI until interrupted."""
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, got {args.port}")
+    try:
+        # lazy: Starlette, Jinja2, uvicorn and pypdfium2 are the optional `ui` extra, needed by this command only
+        from ..ui.server import serve
+    except ImportError as err:
+        raise UsageError(f"lenscope ui needs the ui extra: pip install 'lenscope[ui]' ({err})") from None
+    serve(args.store, host=args.host, port=args.port)
+    return 0

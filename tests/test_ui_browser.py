@@ -1,0 +1,137 @@
+"""`lenscope ui` in a real browser: Debian's Chromium driven by Playwright against a `lenscope ui` subprocess
+serving a store written by a real short training run with tandem analyses and a table analysis."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import TINY, lenscope_cmd
+
+from lenscope.runner import run_analyses, run_job
+from lenscope.store import Store
+
+CHROMIUM = Path(os.environ.get("LENSCOPE_CHROMIUM", "/usr/bin/chromium"))
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not CHROMIUM.exists():
+    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 40-step grokking run with tandem figures every 10 steps, plus a Parquet table on its last node."""
+    root = tmp_path_factory.mktemp("ui_browser")
+    sources = TINY + ["logging/validation_interval=10", f"logging/results={root / 'results'}"]
+    node = run_job("grokking/train", sources, store=root / "runs")
+    run_analyses("grokking/train", ["grokking/probe_acts"], sources, base=node, store=root / "runs")
+    return root, node
+
+
+@pytest.fixture(scope="module")
+def server(trained):
+    """`lenscope ui --port 0` on the trained store; yields its base URL."""
+    root, _ = trained
+    process = subprocess.Popen(lenscope_cmd("ui", "--store", str(root / "runs"), "--port", "0"),
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, line + process.stderr.read() if process.poll() is not None else line
+        yield found.group(0)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, tmp_path):
+    """A fresh page whose console errors and uncaught exceptions fail the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == [], errors
+
+
+def shoot(page, path: Path) -> None:
+    """A full-page screenshot at `path` (in the test's tmp dir); a copy into $LENSCOPE_UI_SHOTS when it is set."""
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("LENSCOPE_UI_SHOTS"):
+        shutil.copy(path, Path(os.environ["LENSCOPE_UI_SHOTS"]) / path.name)
+
+
+def test_runs_page_lists_the_run(page, server, trained, tmp_path):
+    _, node = trained
+    page.goto(server)
+    row = page.locator("tr.run", has_text=node.nonce)
+    assert row.count() == 1 and "done" in row.inner_text() and "40" in row.inner_text()
+    assert page.locator("th", has_text="train/loss").count() == 1
+    shoot(page, tmp_path / "runs.png")
+
+
+def test_run_page_draws_curves_and_the_flipbook_slider_moves(page, server, trained, tmp_path):
+    _, node = trained
+    page.goto(f"{server}run/{node.name}@{node.nonce}")
+    loss = page.locator("figure.chart", has_text="train/loss").locator("path.line")
+    assert loss.count() == 1 and len(loss.get_attribute("d").split(" L")) >= 4  # a point every 10 steps
+    book = page.locator(".flipbook", has_text="attention")
+    image, slider = book.locator("img.figure"), book.locator("input.slider")
+    assert slider.get_attribute("max") == "3" and "step 40" in book.inner_text()
+    before = image.get_attribute("src")
+    slider.focus()
+    page.keyboard.press("Home")
+    after = image.get_attribute("src")
+    assert after != before and "%3A10/" in after and "step 10" in book.inner_text()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
+    svg = page.locator("figure.chart svg").first
+    svg.scroll_into_view_if_needed()
+    box = svg.bounding_box()
+    svg.hover(position={"x": box["width"] * 0.6, "y": box["height"] / 2})
+    assert re.search(r"@ \d+", page.locator("figure.chart .readout").first.inner_text())
+    shoot(page, tmp_path / "run.png")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, tmp_path / "run-dark.png")
+
+
+def test_node_page_shows_json_figures_and_a_paged_parquet_preview(page, server, trained, tmp_path):
+    _, node = trained
+    page.goto(f"{server}node/{node}")
+    summary = page.locator("section.artifact", has_text="summary.json").locator("pre.json")
+    assert '"accuracy"' in summary.inner_text()
+    table = page.locator("section.artifact", has_text="probe_acts.parquet")
+    assert "rows" in table.inner_text() and table.locator("th .type").count() >= 2
+    figures = page.locator("section.artifact img.figure")
+    assert figures.count() >= 2
+    figures.first.scroll_into_view_if_needed()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=figures.first.element_handle())
+    shoot(page, tmp_path / "node.png")
+    table.locator("a", has_text="next").click()
+    assert "page 2 of" in page.locator("nav.pages").inner_text()
+
+
+def test_a_running_lineage_refreshes_by_itself(page, server, trained):
+    root, node = trained
+    page.goto(f"{server}run/{node.name}@{node.nonce}")
+    assert page.locator("#live").is_visible()
+    with Store(root / "runs") as store:
+        store.record(node, {"live/probe": 1.0})
+    page.locator("main label", has_text="live/probe").wait_for(state="attached", timeout=15_000)
