@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
@@ -25,6 +26,7 @@ from lenscope.config import (
 )
 from lenscope.config.dump import nest_paths
 from lenscope.errors import ConfigError, UsageError
+from lenscope.training.config import TrainerConfig
 
 
 @dataclass
@@ -512,3 +514,82 @@ def test_refining_subclass_changes_default_and_inherits_help():
     spec = schema(Child).by_path["training/steps"]
     assert spec.default == 99 and spec.help == "total steps"
     assert hydrate(Child).steps == 99 and hydrate(Parent).steps == 10
+
+
+# ---- ranges, strict booleans, refused YAML (#11.9, #11.15) -----------------------------------------
+
+@dataclass
+class Ranged:
+    steps: int = field("training/steps", default=10, ge=0, help="steps")
+    seed: int = field("training/seed", default=0, ge=0, lt=2**32, help="seed")
+    rate: float = field("model/rate", default=0.5, gt=0, le=1, help="rate")
+    widths: list[int] = field("model/widths", default=[4, 8], ge=1, help="widths")
+    flag: bool = field("run/flag", default=False, help="a switch")
+    flags: list[bool] = field("run/flags", default=[True], help="switches")
+    maybe: bool | None = field("run/maybe", default=None, help="three states")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("training/steps=-5", "training/steps must be >= 0, got -5 (from override training/steps=-5)"),
+    ("training/seed=4294967296", "training/seed must be >= 0 and < 4294967296 (2**32), got 4294967296"),
+    ("training/seed=1e20", "training/seed: expected int >= 0 and < 4294967296 (2**32), got 1e+20"),
+    ("model/rate=0", "model/rate must be > 0 and <= 1, got 0"),
+    ("model/rate=1.5", "model/rate must be > 0 and <= 1, got 1.5"),
+    ("model/widths=[4, 0]", "model/widths must be >= 1, got 0"),
+    ("run/flag=yes", "run/flag: expected bool, got 'yes' (write true or false; yes/no/on/off are text)"),
+    ("run/flag=ON", "run/flag: expected bool, got 'ON' (write true or false; yes/no/on/off are text)"),
+    ("run/flag=1", "run/flag: expected bool, got 1 (write true or false)"),
+    ("run/flags=[true, no]", "run/flags: expected bool, got 'no'"),
+    ("run/maybe=off", "run/maybe: expected bool, got 'off'"),
+])
+def test_ranges_and_booleans_refuse_nonsense_naming_the_source(source, message):
+    assert message in error(hydrate, Ranged, source)
+
+
+def test_values_in_range_and_real_booleans_pass():
+    args = hydrate(Ranged, "training/steps=0", "training/seed=4294967295", "model/rate=1", "run/flag=true",
+                   "run/flags=[false, true]", "run/maybe=null")
+    assert (args.steps, args.seed, args.rate, args.flag, args.flags, args.maybe) == (0, 2**32 - 1, 1, True,
+                                                                                     [False, True], None)
+    assert hydrate(Ranged, {"run": {"flag": False}}).flag is False
+    assert "# steps [int >= 0]" in to_yaml(Ranged) and "[float > 0 and <= 1]" in to_yaml(Ranged)
+
+
+def test_range_declarations_are_checked_and_kept_by_a_new_default():
+    with pytest.raises(ConfigError, match="default must be >= 0, got -1"):
+        schema(dataclasses.make_dataclass("BadDefault", [("n", int, field("a/n", default=-1, ge=0))]))
+    with pytest.raises(ConfigError, match="a range .* needs an int or float field"):
+        schema(dataclasses.make_dataclass("OnText", [("s", str, field("a/s", default="x", ge=0))]))
+    with pytest.raises(ConfigError, match="ge= must be a number"):
+        field("a/n", default=1, ge="0")
+
+    @dataclass
+    class Longer(Ranged):
+        steps: int = field("training/steps", default=1000)  # a new default keeps the range
+
+    assert schema(Longer).by_path["training/steps"].range == Ranged.__dataclass_fields__["steps"].metadata[
+        "lenscope"]["range"]
+    assert "training/steps must be >= 0" in error(hydrate, Longer, "training/steps=-1")
+
+
+def test_a_config_built_by_hand_is_range_checked_too():
+    for bad, message in [({"steps": -5}, "training/steps must be >= 0, got -5"),
+                         ({"batch_size": -3}, "training/batch_size must be >= 0, got -3"),
+                         ({"report_interval": -1}, "logging/report_interval must be >= 0, got -1"),
+                         ({"seed": 2**40}, "training/seed must be >= 0 and < 4294967296")]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            TrainerConfig(**bad)
+    assert TrainerConfig(steps=0, batch_size=0, report_interval=0).steps == 0
+
+
+def test_duplicate_keys_and_aliases_in_config_files_are_refused(tmp_path):
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("run:\n  flag: true\ntraining:\n  steps: 3\n  steps: 4\n")
+    assert error(hydrate, Ranged, twice) == (
+        f"config file {str(twice)!r}: duplicate key 'steps' at line 5, column 3 (first at line 4; "
+        "a key may appear once in a mapping)")
+    aliased = tmp_path / "aliased.yaml"
+    aliased.write_text("model:\n  widths: &w [4, 4]\nother: *w\n")
+    assert "YAML alias *w refused at line 3" in error(hydrate, Ranged, aliased)
+    assert error(hydrate, Ranged, "model/widths=[&w 4, *w]").startswith(
+        "model/widths: value '[&w 4, *w]': YAML alias *w refused")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from lenscope import AnalysisCfg, Store, UsageError
 from lenscope.cli import main
 from lenscope.config import field, hydrate, parse_override
-from lenscope.text import load_yaml, parse_value
+from lenscope.text import RefusedYAML, load_yaml, load_yaml_file, parse_value, yaml_problem
 
 INF = math.inf
 # (typed text, the Python value every entry point reads it as)
@@ -97,3 +99,51 @@ def test_ls_where_reads_text_as_the_config_does(valued, capsys, text, expected):
     assert got == _api(valued, op, expected)
     if not same(expected, text):
         assert got != _api(valued, op, text)  # the value read from the text was compared, not the text
+
+
+# ---- refused YAML: duplicate keys and aliases (#11.14, #11.15) -------------------------------------
+
+def alias_bomb(levels: int = 9, width: int = 9, flow: bool = False) -> str:
+    """A 'billion laughs' document (or one flow list): each anchor holds `width` aliases of the one before."""
+    names = [chr(ord("a") + i) for i in range(levels)]
+    items = [f"&{names[0]} [{','.join(['x'] * width)}]"]
+    items += [f"&{n} [{','.join(['*' + p] * width)}]" for p, n in zip(names, names[1:])]
+    if flow:
+        return "[" + ", ".join(items) + "]"
+    return "".join(f"{n}: {item}\n" for n, item in zip(names, items))
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a: 1\nb: 2\na: 3\n", "duplicate key 'a' at line 3, column 1 (first at line 1; a key may appear once"),
+    ("x:\n  y: 1\n  y: 1\n", "duplicate key 'y' at line 3, column 3 (first at line 2"),
+    ("- {k: 1, k: 2}\n", "duplicate key 'k' at line 1"),
+    ("a: &base {k: 1}\nb: *base\n", "YAML alias *base refused at line 2, column 4 (aliases and << merges are not"),
+    ("a: &base {k: 1}\nb:\n  <<: *base\n", "YAML alias *base refused"),
+])
+def test_duplicate_keys_and_aliases_are_refused_with_their_place(text, problem):
+    with pytest.raises(RefusedYAML) as caught:
+        load_yaml(text)
+    assert yaml_problem(caught.value).startswith(problem)
+
+
+def test_typed_values_with_aliases_or_duplicate_keys_are_errors_not_text():
+    for text, problem in [("[&a [1, 2], *a]", "YAML alias *a refused"), ("{k: 1, k: 2}", "duplicate key 'k'")]:
+        with pytest.raises(UsageError, match=re.escape(problem)):
+            parse_value(text)
+    assert parse_value("*undefined") == "*undefined" and parse_value("&a 3") == 3  # not YAML aliases: as before
+
+
+def test_an_alias_bomb_fails_at_once_without_expanding(tmp_path):
+    bomb = alias_bomb()
+    assert len(bomb.encode()) <= 400  # the issue's 392-byte file: 9**9 = 387 million leaves once expanded
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UsageError, match=r"bomb.yaml': YAML alias \*a refused at line 2"):
+            load_yaml_file(tmp_path / "bomb.yaml", "config file")
+        with pytest.raises(UsageError, match=r"YAML alias \*a refused"):
+            parse_value(alias_bomb(flow=True))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 2**20  # bytes allocated while reading it: far below one expanded level (9**4 strings)

@@ -10,15 +10,23 @@ values alike, so one text means one Python value everywhere:
     [1, a], {k: v}        -> list, dict (flow style, items read the same way)
     'quoted', "quoted"    -> str
     anything else         -> the text itself (no dates, no sexagesimal 1:30, no 1_000)
+
+Two things YAML allows are refused everywhere (text and files), with a UsageError: aliases
+(`&a` ... `*a`, also `<<: *a` merges), whose expansion can be exponentially large (an alias
+bomb), and duplicate keys in one mapping, of which YAML readers silently keep the last.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .errors import UsageError
 
 _CORE = "tag:yaml.org,2002:"
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), most specific first.
@@ -31,8 +39,36 @@ _RESOLVERS = (
 )
 
 
+class RefusedYAML(yaml.MarkedYAMLError):
+    """Well-formed YAML that lenscope refuses: an alias, or a duplicate key."""
+
+
 class _CoreLoader(yaml.SafeLoader):
-    """A safe YAML loader with the YAML 1.2 core schema's implicit types instead of PyYAML's YAML 1.1 ones."""
+    """A safe YAML loader with the YAML 1.2 core schema's implicit types instead of PyYAML's YAML 1.1 ones.
+
+    It refuses aliases as it meets them (before anything is expanded) and duplicate mapping keys.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102 (PyYAML's hook)
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self.anchors:  # an undefined alias stays PyYAML's own error (text falls back)
+                raise RefusedYAML(None, None, f"YAML alias *{event.anchor} refused", event.start_mark,
+                                  "aliases and << merges are not accepted; write the value out in full")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # noqa: D102
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader's own message follows
+                break
+            if first is not key_node:
+                raise RefusedYAML(None, None, f"duplicate key {key!r}", key_node.start_mark,
+                                  f"first at line {first.start_mark.line + 1}; a key may appear once in a mapping")
+        return super().construct_mapping(node, deep=deep)
 
 
 _CoreLoader.yaml_implicit_resolvers = {}  # drop YAML 1.1's (yes/no booleans, dates, 1:30, 010 octal, ...)
@@ -61,13 +97,44 @@ _CoreLoader.add_constructor(_CORE + "float", _construct_float)
 
 
 def load_yaml(text: str) -> Any:
-    """Parse a YAML document with core-schema types (see the module docstring); yaml.YAMLError if it is not YAML."""
+    """Parse a YAML document with core-schema types (see the module docstring); yaml.YAMLError if it is not YAML
+    (RefusedYAML for an alias or a duplicate key)."""
     return yaml.load(text, Loader=_CoreLoader)  # noqa: S506 - _CoreLoader is a SafeLoader
 
 
+def yaml_problem(error: yaml.YAMLError | UnicodeError) -> str:
+    """What is wrong with a YAML text and where, for a one-line message: 'duplicate key 'a' at line 3, column 1'."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    note = f" ({error.note})" if isinstance(error, RefusedYAML) and error.note else ""
+    return f"{getattr(error, 'problem', None) or type(error).__name__}{where}{note}"
+
+
+def load_yaml_file(path: str | PathLike, what: str, error: type[UsageError] = UsageError) -> Any:
+    """The YAML document in file `path`; `error` naming `what`, the path and the problem when it cannot be read."""
+    file = Path(path)
+    if not file.is_file():
+        raise error(f"{what} not found: {str(path)!r}")
+    try:
+        return load_yaml(file.read_text(encoding="utf-8"))
+    except RefusedYAML as exc:
+        raise error(f"{what} {str(path)!r}: {yaml_problem(exc)}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise error(f"{what} {str(path)!r} is not valid YAML: {yaml_problem(exc)}") from None
+
+
 def parse_value(text: str) -> Any:
-    """One value typed as text: YAML 1.2 core-schema scalars, flow lists and maps; text that is not YAML stays text."""
+    """One value typed as text: YAML 1.2 core-schema scalars, flow lists and maps; text that is not YAML stays text.
+
+    A text with an alias or a duplicate key is a UsageError, not text: it was meant as YAML.
+    """
     try:
         return load_yaml(text)
+    except RefusedYAML as exc:
+        raise UsageError(f"value {_shown(text)}: {exc.problem} ({exc.note})") from None
     except yaml.YAMLError:
         return text
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3] + "...")

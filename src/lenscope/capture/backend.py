@@ -44,7 +44,11 @@ Interceptor = Callable[[ModuleCall, Callable[[], Any]], Any]
 
 
 class CaptureBackend(Protocol):
-    """A model library as capture sees it: intercept module calls, detach a module, check TARGET."""
+    """A model library as capture sees it: intercept module calls, detach a module, check TARGET.
+
+    Implementations: LinenBackend (flax.linen's intercept_methods), NnxBackend and EquinoxBackend
+    (`__call__` intercepted while a trace runs, capture/interception.py).
+    """
 
     name: str  # what users write models with, for messages: "flax.linen"
 
@@ -66,4 +70,8 @@ class CaptureBackend(Protocol):
 
     def variables(self, module: Any) -> Any:
         """The module's arrays as a PyTree (the Debugger refuses traced ones)."""
+        ...
+
+    def parameters(self, module: Any) -> Mapping[str, Any]:
+        """The module's own parameter arrays by name (`kernel`, `bias`), not its submodules': what ops read."""
         ...

@@ -1,4 +1,4 @@
-"""Which backend captures a model: the first that accepts it (linen is the only one today)."""
+"""Which backend captures a model: the first that accepts it (flax.linen, flax.nnx, equinox)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ from typing import Any
 
 from ..errors import UsageError
 from .backend import CaptureBackend
+from .equinox import EquinoxBackend
 from .linen import LinenBackend
+from .nnx import NnxBackend
 
 __all__ = ["BACKENDS", "backend_for", "resolve_backend"]
 
 LINEN = LinenBackend()
-BACKENDS: tuple[CaptureBackend, ...] = (LINEN,)
+BACKENDS: tuple[CaptureBackend, ...] = (LINEN, NnxBackend(), EquinoxBackend())
 
 
 def backend_for(model: Any) -> CaptureBackend:
@@ -20,8 +22,10 @@ def backend_for(model: Any) -> CaptureBackend:
         if backend.accepts(model):
             return backend
     supported = ", ".join(f"{b.name} modules" for b in BACKENDS)
-    raise UsageError(f"lenscope cannot capture a {type(model).__module__}.{type(model).__qualname__} model: "
-                     f"analyses and the Debugger support {supported}; build_model() must return one")
+    what = f"the class {model.__qualname__} as a" if isinstance(model, type) else (
+        f"a {type(model).__module__}.{type(model).__qualname__}")
+    raise UsageError(f"lenscope cannot capture {what} model: analyses and the Debugger support {supported} "
+                     "(an instance); build_model() must return one")
 
 
 def resolve_backend(backend: CaptureBackend | None) -> CaptureBackend:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import flax.linen as nn
 
-from ..errors import UsageError
 from .backend import Interceptor, ModuleCall, Target
+from .targets import target_classes
 
 __all__ = ["LinenBackend", "module_path"]
 
@@ -29,16 +29,8 @@ class LinenBackend:
         return isinstance(model, nn.Module)
 
     def check_target(self, target: Target = None) -> tuple[type, ...]:
-        """TARGET as a tuple of linen Module subclasses (None: nn.Module, every module)."""
-        if target is None:
-            return (nn.Module,)
-        items = target if isinstance(target, tuple) else (target,)
-        for item in items:
-            if not (isinstance(item, type) and issubclass(item, nn.Module)):
-                raise UsageError(f"TARGET must be a flax.linen.Module subclass or a tuple of them, got {item!r}")
-        if not items:
-            raise UsageError("TARGET must be a flax.linen.Module subclass or a nonempty tuple of them, got ()")
-        return items
+        """TARGET's linen Module subclasses (None or a library base class: nn.Module, every module)."""
+        return target_classes(target, nn.Module)
 
     @contextlib.contextmanager
     def intercept(self, on_call: Interceptor) -> Iterator[None]:
@@ -65,3 +57,8 @@ class LinenBackend:
     def variables(self, module: nn.Module) -> Any:
         """The bound module's variable collections."""
         return module.variables
+
+    def parameters(self, module: nn.Module) -> dict[str, Any]:
+        """The bound module's own parameters (its `params` collection, not its submodules') by name."""
+        return {name: value for name, value in module.variables.get("params", {}).items()
+                if not isinstance(value, Mapping)}

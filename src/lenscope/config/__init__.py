@@ -13,13 +13,16 @@ from __future__ import annotations
 from ..errors import ConfigError
 from .dump import to_dict, to_yaml
 from .hydrate import format_override, hydrate, parse_override
-from .schema import MISSING, FieldSpec, Schema, field, schema
+from .ranges import Range
+from .schema import MISSING, FieldSpec, Schema, check_ranges, field, schema
 
 __all__ = [
     "MISSING",
     "ConfigError",
     "FieldSpec",
+    "Range",
     "Schema",
+    "check_ranges",
     "field",
     "format_override",
     "hydrate",

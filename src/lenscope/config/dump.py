@@ -43,7 +43,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 
 def _comment(spec: FieldSpec, value: Any) -> list[str]:
-    notes = [type_name(spec.type)]
+    notes = [type_name(spec.type) + (f" {spec.range}" if spec.range is not None else "")]
     if spec.required:
         notes.append("required")
     elif value is not MISSING and plain(value) != plain(spec.default):

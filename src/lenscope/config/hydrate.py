@@ -10,15 +10,15 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, TypeVar, get_origin
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..errors import ConfigError, hint
-from ..text import load_yaml, parse_value
+from ..errors import ConfigError, UsageError, hint
+from ..text import load_yaml_file, parse_value
 from .dump import to_dict
 from .schema import MISSING, Schema, schema
 from .types import (
+    bool_problem,
     escape,
     finish,
     format_value,
@@ -63,7 +63,15 @@ def _split_override(text: str) -> tuple[str, str]:
 def parse_override(text: str) -> tuple[str, Any]:
     """Split "a.b=c" or "a/b=c" into ("a/b", c) with c parsed as a YAML value (1e-3 -> float, null -> None)."""
     path, raw = _split_override(text)
-    return path, parse_value(raw)
+    return path, _override_value(path, raw, text)
+
+
+def _override_value(path: str, raw: str, text: str) -> Any:
+    """The value of an override, read by parse_value; a refused YAML value (alias, duplicate key) names the key."""
+    try:
+        return parse_value(raw)
+    except UsageError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def format_override(path: str, value: Any) -> str:
@@ -99,7 +107,7 @@ def _tree_leaves(sch: Schema, tree: Mapping, prefix: str, origin: str) -> Iterat
 
 def _override_leaves(sch: Schema, text: str, origin: str | None = None) -> list[_Leaf]:
     path, raw = _split_override(text)
-    value = parse_value(raw)
+    value = _override_value(path, raw, text)
     origin = origin or f"override {text}"
     if path in sch.by_path:
         if wants_str(sch.by_path[path].type) and not isinstance(value, (str, type(None))):
@@ -118,16 +126,7 @@ def _override_leaves(sch: Schema, text: str, origin: str | None = None) -> list[
 def _file_leaves(sch: Schema, file: str | PathLike) -> list[_Leaf]:
     if not isinstance(file, (str, PathLike)):
         raise ConfigError(f"config file {file!r}: expected a path to a .yaml/.yml file")
-    path = Path(file)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {str(file)!r}")
-    try:
-        tree = load_yaml(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"config file {str(file)!r} is not valid YAML: {problem}{where}") from exc
+    tree = load_yaml_file(file, "config file", ConfigError)
     tree = {} if tree is None else tree
     if not isinstance(tree, Mapping):
         raise ConfigError(f"config file {str(file)!r} must hold a mapping of keys, not a {type(tree).__name__}")
@@ -164,13 +163,17 @@ def _shown(value: Any) -> str:
 
 
 def _bad_value(sch: Schema, leaf: _Leaf, value: Any) -> ConfigError:
-    tp = sch.by_path[leaf.path].type
-    return ConfigError(f"{leaf.path}: expected {type_name(tp)}, got {_shown(value)} (from {leaf.origin})")
+    spec = sch.by_path[leaf.path]
+    expected = type_name(spec.type) + (f" {spec.range}" if spec.range is not None else "")
+    return ConfigError(f"{leaf.path}: expected {expected}, got {_shown(value)} (from {leaf.origin})")
 
 
 def _apply(sch: Schema, cfg: DictConfig, leaf: _Leaf) -> None:
     key = leaf.path.replace("/", ".")
     value = leaf.value
+    problem = None if leaf.sub else bool_problem(sch.by_path[leaf.path].type, value)
+    if problem:  # OmegaConf would read 'yes', 'on' or 1 as true
+        raise ConfigError(f"{leaf.path}: {problem} (from {leaf.origin})")
     if leaf.sub:  # an override into a dict-typed field: set one entry, keep the others
         current = OmegaConf.select(cfg, key, throw_on_missing=False)
         value = OmegaConf.to_container(current, resolve=True) if isinstance(current, DictConfig) else {}
@@ -226,6 +229,9 @@ def hydrate(
             values[path] = finish(spec.type, node)
         except ValueError as exc:
             raise ConfigError(f"{path}: {exc} (from {origin.get(path, 'defaults')})") from exc
+        problem = spec.range.problem(values[path]) if spec.range is not None else None
+        if problem:
+            raise ConfigError(f"{path} {problem} (from {origin.get(path, 'defaults')})")
     if missing:
         listed = "; ".join(f"{s.path} ({s.help.strip().splitlines()[0]})" if s.help.strip() else s.path
                            for s in missing)

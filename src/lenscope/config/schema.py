@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
+from .ranges import Range, check_numeric
 from .types import SUPPORTED, check_type, escape, finish, omega_type, type_name
 
 _META = "lenscope"
@@ -62,9 +63,14 @@ def _check_path(path: str) -> None:
 
 
 def field(
-    path: str, default: Any = MISSING, *, help: str = "", default_factory: Any = MISSING
+    path: str, default: Any = MISSING, *, help: str = "", default_factory: Any = MISSING,
+    ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
 ) -> Any:
-    """A keyword-only dataclass field bound to the config path `path` (C1); no default means required."""
+    """A keyword-only dataclass field bound to the config path `path` (C1); no default means required.
+
+    `ge`/`gt`/`le`/`lt` bound a number field (>=, >, <=, <): a value outside is refused when the
+    config is hydrated (naming its source) or built (see check_ranges), before anything runs.
+    """
     _check_path(path)
     if default is not MISSING and default_factory is not MISSING:
         raise ConfigError(f"field {path!r}: give default or default_factory, not both")
@@ -72,6 +78,9 @@ def field(
         value, default = default, MISSING
         default_factory = partial(copy.deepcopy, value)
     metadata = {_META: {"path": path, "help": help}}
+    bounds = Range.of(path, ge=ge, gt=gt, le=le, lt=lt)
+    if bounds is not None:
+        metadata[_META]["range"] = bounds
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata, kw_only=True)
     return dataclasses.field(default=default, metadata=metadata, kw_only=True)
@@ -87,6 +96,7 @@ class FieldSpec:
     default: Any
     help: str
     owner: type
+    range: Range | None = None
 
     @property
     def required(self) -> bool:
@@ -177,10 +187,15 @@ def _declarations(cls: type) -> list[FieldSpec]:
                 raise ConfigError(
                     f"{klass.__name__}.{f.name} ({meta['path']}): {reason}; supported types: {SUPPORTED}"
                 )
+            earlier = [d for d in decls if d.path == meta["path"]]
+            bounds = meta.get("range") or (earlier[-1].range if earlier else None)  # a new default keeps the range
+            check_numeric(f"{klass.__name__}.{f.name} ({meta['path']})", tp, bounds)
             raw = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             default = _validate_default(klass, f.name, meta["path"], tp, raw)
-            inherited = next((d.help for d in reversed(decls) if d.path == meta["path"]), "")
-            decls.append(FieldSpec(f.name, meta["path"], tp, default, meta["help"] or inherited, klass))
+            if bounds is not None and default is not MISSING and bounds.problem(default):
+                raise ConfigError(f"{klass.__name__}.{f.name} ({meta['path']}): default {bounds.problem(default)}")
+            inherited = next((d.help for d in reversed(earlier) if d.help), "")
+            decls.append(FieldSpec(f.name, meta["path"], tp, default, meta["help"] or inherited, klass, bounds))
     return decls
 
 
@@ -212,6 +227,11 @@ def _check_agreement(decls: list[FieldSpec]) -> None:
                     raise ConfigError(
                         f"config path '{path}' is declared with different types in {where}: "
                         f"{type_name(a.type)} vs {type_name(b.type)}"
+                    )
+                if a.range != b.range and not _refines(a, b):
+                    raise ConfigError(
+                        f"config path '{path}' is declared with different ranges in {where}: "
+                        f"{a.range or 'none'} vs {b.range or 'none'}; make them agree"
                     )
                 if not _same(a.default, b.default) and not _refines(a, b):
                     raise ConfigError(
@@ -281,3 +301,16 @@ def schema(cls: type) -> Schema:
     result = Schema(cls, fields, by_path, sections, _template(cls.__name__, list(by_path.values())))
     setattr(cls, _CACHE_ATTR, result)
     return result
+
+
+def check_ranges(config: Any) -> None:
+    """Refuse a config instance holding a value outside its field's declared range (for direct construction).
+
+    hydrate() checks ranges already, naming where each value came from; a config dataclass built by
+    hand calls this from __post_init__, so that `TrainerConfig(steps=-5)` is refused too.
+    """
+    for spec in schema(type(config)).fields:
+        if spec.range is not None:
+            problem = spec.range.problem(getattr(config, spec.attr))
+            if problem:
+                raise ConfigError(f"{spec.path} {problem}")

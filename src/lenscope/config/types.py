@@ -113,6 +113,21 @@ def wants_str(tp: Any) -> bool:
     return inner is str or (get_origin(inner) is Literal and _literal_base(inner) is str)
 
 
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+
+
+def bool_problem(tp: Any, value: Any) -> str | None:
+    """Why `value` cannot be given to a bool field (or a list of bools): only true and false can, never 'yes' or 1."""
+    _, inner = split_optional(tp)
+    if get_origin(inner) in (list, tuple) and isinstance(value, (list, tuple)):
+        return next((p for p in (bool_problem(get_args(inner)[0], v) for v in value) if p), None)
+    if inner is not bool or value is None or isinstance(value, bool):
+        return None
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    yaml11 = isinstance(value, str) and value.strip().lower() in _YAML11_BOOLS
+    return f"expected bool, got {shown} (write true or false{'; yes/no/on/off are text' if yaml11 else ''})"
+
+
 def finish(tp: Any, value: Any) -> Any:
     """Shape an OmegaConf-validated value into the annotation's Python form; ValueError on a Literal miss."""
     optional, inner = split_optional(tp)

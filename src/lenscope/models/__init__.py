@@ -1,5 +1,11 @@
-"""Small reference Flax linen models: a decoder-only transformer and an MLP classifier."""
+"""Reference models: a decoder-only transformer and an MLP classifier in Flax linen, Flax NNX and Equinox.
 
+The linen models are here (`lenscope.models.Transformer`); their NNX and Equinox versions, with the
+same architecture and parameter names, are `lenscope.models.nnx` and `lenscope.models.equinox`, and
+`lenscope.models.convert` moves weights between them.
+"""
+
+from lenscope.models import convert, equinox, nnx
 from lenscope.models.mlp import MLPClassifier
 from lenscope.models.transformer import (
     MLP,
@@ -18,4 +24,7 @@ __all__ = [
     "Transformer",
     "attention_pattern",
     "causal_mask",
+    "convert",
+    "equinox",
+    "nnx",
 ]

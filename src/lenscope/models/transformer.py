@@ -41,6 +41,17 @@ def attention_pattern(q: Array, k: Array, mask: Array | None = None) -> Array:
     return jax.nn.softmax(scores, axis=-1)
 
 
+def check_length(tokens: Array, seq_len: int) -> int:
+    """The length of tokens [..., seq]; a UsageError when it exceeds the model's seq_len."""
+    seq = tokens.shape[-1]
+    if seq > seq_len:
+        raise UsageError(
+            f"Transformer got tokens of length {seq} but seq_len={seq_len}; "
+            f"pass at most {seq_len} positions or build the model with seq_len >= {seq}"
+        )
+    return seq
+
+
 class Attention(nn.Module):
     """Multi-head self-attention: `query`, `key`, `value` [d_model -> heads x d_head] and `out` back to d_model."""
 
@@ -145,12 +156,7 @@ class Transformer(nn.Module):
 
     def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
         """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
-        seq = tokens.shape[-1]
-        if seq > self.seq_len:
-            raise UsageError(
-                f"Transformer got tokens of length {seq} but seq_len={self.seq_len}; "
-                f"pass at most {self.seq_len} positions or build the model with seq_len >= {seq}"
-            )
+        seq = check_length(tokens, self.seq_len)
         x = self.embed(tokens) + self.pos_embed[:seq].astype(self.dtype)
         mask = causal_mask(seq)
         for block in self.blocks:

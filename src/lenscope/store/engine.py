@@ -1,8 +1,19 @@
-"""Where a store lives (URL or folder), its SQLAlchemy engine, and the schema-version check (S7, S8)."""
+"""Where a store lives (URL or folder), its SQLAlchemy engine, and the schema-version check (S7, S8).
+
+An SQLite store this process cannot write (a read-only mount, a colleague's folder, a copy without
+write permission) is opened read-only in a mode SQLite can serve without creating its WAL index
+(`mode=ro`, else `immutable=1`), with a one-line note; writing to it is refused with a clear error.
+A damaged database file is reported in one line that suggests `lenscope fsck`.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
+import sys
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,12 +21,15 @@ from sqlalchemy import Engine, create_engine, event, insert, inspect, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, ProgrammingError
 
-from lenscope.errors import StoreError, UsageError
+from lenscope.errors import StoreError, StoreInputError, UsageError
+from lenscope.store.migrate import upgrade
 from lenscope.store.schema import SCHEMA_VERSION, meta, metadata
 
 DB_FILE = "lenscope.db"
 BUSY_TIMEOUT_S = 30.0
 WRITE = "lenscope_write"  # connection execution option: this transaction writes
+_NOTED: set[str] = set()  # read-only stores this process has said so about
+_DAMAGED = re.compile(r"malformed|not a database|corrupt", re.IGNORECASE)  # SQLite's words for a damaged file
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ def _sqlite_on_connect(readonly: bool):
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA case_sensitive_like = ON")  # LIKE as on PostgreSQL
-        if not readonly:
+        if not readonly and _ours_or_empty(cursor):  # never switch someone else's database to WAL
             cursor.execute("PRAGMA journal_mode = WAL")
             # WAL + NORMAL: a killed process loses no committed transaction; the DB never tears.
             cursor.execute("PRAGMA synchronous = NORMAL")
@@ -97,19 +111,108 @@ def _sqlite_on_connect(readonly: bool):
     return on_connect
 
 
+def _ours_or_empty(cursor) -> bool:
+    """Whether an SQLite database holds a lenscope store or no tables at all (prepare() refuses the others)."""
+    cursor.execute("SELECT count(*), count(CASE WHEN name = ? THEN 1 END) FROM sqlite_master WHERE type = 'table'",
+                   (meta.name,))
+    tables, ours = cursor.fetchone()
+    return tables == 0 or ours > 0
+
+
 def _sqlite_on_begin(connection) -> None:
     # Writers take the write lock up front so two writers never deadlock upgrading read locks.
     mode = "BEGIN IMMEDIATE" if connection.get_execution_options().get(WRITE) else "BEGIN"
     connection.exec_driver_sql(mode)
 
 
+def read_only_reason(location: Location) -> str | None:
+    """Why this process cannot write the existing SQLite store at `location`, or None (it can, or it is not SQLite)."""
+    file = location.sqlite_file
+    if file is None or not file.exists():
+        return None
+    if not os.access(file.parent, os.W_OK):  # also False on a read-only mount, even for root
+        return f"its folder {file.parent} is not writable"
+    if not os.access(file, os.W_OK):
+        return f"{file} is not writable"
+    return None
+
+
+def _read_only_connect(file: Path) -> tuple[Callable[[], sqlite3.Connection], str]:
+    """A connect function for a store that cannot be written, and its mode: `mode=ro` when SQLite can read the
+    database that way (its WAL index exists), else `immutable=1` (no locks, no WAL: nobody may write meanwhile)."""
+    uri = f"file:{urllib.parse.quote(str(file))}?mode=ro"
+
+    def connect(query: str) -> sqlite3.Connection:
+        return sqlite3.connect(query, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+
+    try:
+        probe = connect(uri)
+        try:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            probe.close()
+        return (lambda: connect(uri)), "mode=ro"
+    except sqlite3.Error:
+        return (lambda: connect(uri + "&immutable=1")), "immutable=1"
+
+
+def _read_only_error(location: Location, reason: str) -> StoreInputError:
+    return StoreInputError(
+        f"store {location.shown} is read-only here ({reason}): writing to it is refused; copy it to a "
+        "writable folder, or send results to another store (AnalysisCfg output_store)")
+
+
+def check_writable(location: Location) -> None:
+    """Refuse a write to a store this process cannot write, before any blob or row is (StoreInputError, exit 2)."""
+    reason = read_only_reason(location)
+    if reason is not None:
+        raise _read_only_error(location, reason)
+
+
+def _refuse_writes(location: Location, reason: str):
+    def on_begin(connection) -> None:
+        if connection.get_execution_options().get(WRITE):
+            raise _read_only_error(location, reason)
+        connection.exec_driver_sql("BEGIN")
+
+    return on_begin
+
+
+def _report_damage(location: Location):
+    def on_error(context) -> None:
+        error = context.original_exception
+        if isinstance(error, sqlite3.DatabaseError) and _DAMAGED.search(str(error)):
+            raise StoreInputError(
+                f"store {location.shown} is damaged or not an SQLite database ({error}); "
+                f"check it with `lenscope fsck --store {location.shown}`") from None
+
+    return on_error
+
+
 def make_engine(location: Location, readonly: bool) -> Engine:
-    """An engine for `location`; SQLite connections get WAL, a busy timeout and BEGIN IMMEDIATE writes."""
+    """An engine for `location`; SQLite connections get WAL, a busy timeout and BEGIN IMMEDIATE writes.
+
+    An existing SQLite store this process cannot write opens read-only (see the module docstring).
+    """
     if location.sqlite_file is None:
         return create_engine(location.url, pool_pre_ping=True)
-    engine = create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
-    event.listen(engine, "connect", _sqlite_on_connect(readonly))
-    event.listen(engine, "begin", _sqlite_on_begin)
+    reason = read_only_reason(location)
+    if reason is None:
+        engine = create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
+        event.listen(engine, "connect", _sqlite_on_connect(readonly))
+        event.listen(engine, "begin", _sqlite_on_begin)
+    else:
+        connect, mode = _read_only_connect(location.sqlite_file)
+        wal = location.sqlite_file.with_name(location.sqlite_file.name + "-wal")
+        unseen = " (its -wal file is not read in this mode)" if mode.startswith("immutable") and wal.exists() else ""
+        if location.shown not in _NOTED:  # once per process; a plain line, as logging's format varies
+            _NOTED.add(location.shown)
+            print(f"note: store {location.shown} is read-only here ({reason}): opened read-only ({mode}){unseen}",
+                  file=sys.stderr, flush=True)
+        engine = create_engine(location.url, creator=connect)
+        event.listen(engine, "connect", _sqlite_on_connect(True))
+        event.listen(engine, "begin", _refuse_writes(location, reason))
+    event.listen(engine, "handle_error", _report_damage(location))
     return engine
 
 
@@ -118,12 +221,26 @@ def _stored_version(connection) -> str | None:
         return None
     row = connection.execute(select(meta.c.value).where(meta.c.key == "schema_version")).first()
     if row is None:
-        raise StoreError(f"table {meta.name} exists but records no schema_version; this is not a lenscope store")
+        raise StoreInputError(f"table {meta.name} exists but records no schema_version; this is not a lenscope store")
     return row.value
+
+
+def _refuse_foreign(connection, location: Location) -> None:
+    """An SQLite file that holds other tables and no lenscope store is someone else's database: never extend it."""
+    if location.sqlite_file is None:
+        return  # a PostgreSQL database is often shared with other applications' tables
+    tables = sorted(inspect(connection).get_table_names())
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreInputError(
+            f"{location.sqlite_file} is an SQLite database of something else (tables: {shown}) without a lenscope "
+            "store in it; lenscope adds no tables to it: give a new store folder or file")
 
 
 def prepare(engine: Engine, location: Location, readonly: bool) -> None:
     """Create the tables in a new store (unless readonly) and refuse a store of another schema version."""
+    if not readonly and read_only_reason(location) is not None:
+        readonly = True  # make_engine opened it read-only; writes are refused when they come
     for attempt in range(3):
         try:
             with engine.connect() as connection:
@@ -131,12 +248,15 @@ def prepare(engine: Engine, location: Location, readonly: bool) -> None:
                 with connection.begin():
                     version = _stored_version(connection)
                     if version is None:
+                        _refuse_foreign(connection, location)
                         if readonly:
                             raise StoreError(
                                 f"no lenscope store at {location.shown} (opened readonly: none is created)")
                         metadata.create_all(connection)
                         connection.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
                         return
+                    if version != str(SCHEMA_VERSION):
+                        version = upgrade(connection, version, readonly=readonly, shown=location.shown)
             break
         except (IntegrityError, ProgrammingError):
             # Another process created the tables at the same moment (PostgreSQL); look again.

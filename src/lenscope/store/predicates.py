@@ -52,9 +52,30 @@ def check_value(key: str, op: str, value: Any) -> None:
         raise UsageError(f"where({key!r}, {op!r}, ...) got {type(value).__name__}; expected a number, string or None")
 
 
+def _holds_text(column: ColumnElement) -> bool:
+    return column.type.python_type is str
+
+
+def check_column_value(key: str, column: ColumnElement, op: str, value: Any) -> None:
+    """Refuse a value of the wrong kind for a column (text for `seq`, a number for `name`), the same on every backend.
+
+    SQLite would compare them anyway (every number sorts before every text), PostgreSQL would fail with SQL.
+    """
+    text = _holds_text(column)
+    kind = "text" if text else "numbers"
+    if op == "like" and not text:
+        raise UsageError(f"where({key!r}, 'like', ...): {key} holds numbers; like matches text columns and values")
+    for item in (value if op == "in" else [value]):
+        if item is None or isinstance(item, str) == text and not isinstance(item, bool):
+            continue
+        raise UsageError(f"where({key!r}, {op!r}, {value!r}): {key} holds {kind}, so {item!r} cannot match; "
+                         f"give {'a text' if text else 'a number'}")
+
+
 def column_condition(key: str, column: ColumnElement, op: str, value: Any) -> ColumnElement:
-    """`column op value` for a node or artifact column."""
+    """`column op value` for a node or artifact column, after checking the value's kind against the column's."""
     check_value(key, op, value)
+    check_column_value(key, column, op, value)
     if op == "in":
         return column.in_(list(value))
     if op == "like":

@@ -1,0 +1,57 @@
+"""Flax linen models: `model.init` gives the params; a bound module is the callable model."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+
+__all__ = ["LinenKind"]
+
+
+def _init_program(model: nn.Module) -> Callable[..., Any]:
+    def init(key: Any, *inputs: Any) -> Any:
+        return model.init(key, *inputs)["params"]
+
+    return jax.jit(init)
+
+
+# Linen definitions are frozen dataclasses hashed by class and fields: equal models (every trainer of
+# one job config in a process) share one jitted init, so it compiles once per input shapes.
+_compiled_init = functools.lru_cache(maxsize=64)(_init_program)
+
+
+class LinenKind:
+    """A linen module definition: parameters only (no model state), bound with `model.bind`."""
+
+    name = "flax.linen"
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def init_params(self, key: Any, inputs: Callable[[], tuple]) -> Any:
+        """`model.init(key, *inputs)["params"]`, as one compiled program shared by equal definitions (#13)."""
+        try:
+            init = _compiled_init(self.model)
+        except TypeError:  # a field that cannot be hashed: this definition compiles its own program
+            init = _init_program(self.model)
+        return init(key, *inputs())
+
+    def init_model_state(self) -> None:
+        """Linen models carry no model state here."""
+        return None
+
+    def bind(self, params: Any, model_state: Any, train: bool) -> nn.Module:
+        """The module bound to `{"params": params}` (linen models take their mode as call arguments)."""
+        return self.model.bind({"params": params})
+
+    def read_state(self, module: nn.Module) -> None:
+        """No model state."""
+        return None
+
+    def params_of(self, module: nn.Module) -> Any:
+        """The bound module's `params` collection."""
+        return module.variables["params"]
