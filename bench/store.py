@@ -1,21 +1,26 @@
-"""Store benchmark: write throughput (one transaction each vs batched) and node-artifact query latency.
+"""Store benchmark: write throughput (one transaction each vs batched), node-artifact query latency, listing cost.
 
-    .venv/bin/python bench/store.py [--nodes 100000] [--url URL] [--keep]
+    .venv/bin/python bench/store.py [--nodes 100000] [--url URL] [--keep] [--list-sizes 1000,20000000]
 
 Populates a fresh store (a temp folder, or --url) with --nodes nodes and as many small artifacts
 using batched writes, then times `store.query().node(n).artifact().select()` on random nodes.
-Prints absolute times and the batched/single ratios.
+Prints absolute times and the batched/single ratios. Then, in a fresh folder store per size, lists
+--list-count artifacts of each of --list-sizes bytes (`query().artifact().select()` and `get(node)`,
+what `ls --artifact` and `show` run) and prints the time and the peak of Python allocations: a
+listing reads no blob, so both should not grow with the artifacts' size.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from lenscope.store import Store
@@ -76,6 +81,31 @@ def time_queries(store: Store, nodes: list, repeats: int) -> list[float]:
     return seconds
 
 
+def time_listing(count: int, size: int) -> dict[str, tuple[float, float]]:
+    """(seconds, peak MB allocated) of listing `count` artifacts of `size` random bytes, per listing call."""
+    folder = Path(tempfile.mkdtemp(prefix="lenscope-bench-list-"))
+    out = {}
+    try:
+        with Store(folder) as store:
+            node = store.new_node("bench.listing")
+            for i in range(count):
+                store.put_artifact(node, f"a{i}", f"a{i}.bin", os.urandom(size))
+            calls = {"query().artifact().select()": lambda: store.query().artifact().select(),
+                     "get(n)": lambda: store.get(node)}
+            for label, call in calls.items():
+                tracemalloc.start()
+                start = time.perf_counter()
+                result = call()
+                seconds = time.perf_counter() - start
+                peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                del result
+                out[label] = (seconds, peak / 1e6)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes (and artifacts) in the store")
@@ -85,6 +115,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="queries timed")
     parser.add_argument("--url", help="store folder or URL (default: a fresh temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the temp store")
+    parser.add_argument("--list-count", type=int, default=20, help="artifacts listed per size")
+    parser.add_argument("--list-sizes", default="1000,20000000", help="artifact sizes (bytes) to list, comma-separated")
     args = parser.parse_args()
 
     folder = None if args.url else Path(tempfile.mkdtemp(prefix="lenscope-bench-"))
@@ -119,6 +151,10 @@ def main() -> None:
     print(f"{'query':<44}{'median ms':>12}{'p95 ms':>10}")
     print(f"{'query().node(n).artifact().select()':<44}{ms(latency, 50):>12.2f}{ms(latency, 95):>10.2f}")
     print(f"{'get(n)':<44}{ms(get_latency, 50):>12.2f}{ms(get_latency, 95):>10.2f}")
+    print(f"{'listing ' + str(args.list_count) + ' artifacts of':<20}{'bytes each':>14}{'ms':>10}{'peak MB':>10}")
+    for size in (int(text) for text in args.list_sizes.split(",") if text):
+        for label, (seconds, peak) in time_listing(args.list_count, size).items():
+            print(f"  {label:<32}{size:>12}{1000 * seconds:>10.2f}{peak:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def test_same_bytes_are_stored_once(store):
         ("..", "'..'"),
         ("x..pdf", "'..'"),
         ("a\x00b", "NUL"),
-        ("x" * 256, "longer than 255"),
+        ("x" * 256, "256 bytes long"),
     ],
 )
 def test_bad_filenames_refused_before_anything_is_written(store, filename, rule):

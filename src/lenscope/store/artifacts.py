@@ -10,7 +10,7 @@ from sqlalchemy import Connection, func, insert, select
 from lenscope.errors import StoreError, UsageError, hint
 from lenscope.files import check_plain_name
 from lenscope.store.base import NodeLike, StoreBase, check_name, in_lists
-from lenscope.store.blobs import Payload, as_bytes
+from lenscope.store.blobs import Payload, artifact_label, as_bytes
 from lenscope.store.node import Node
 from lenscope.store.schema import artifacts, nodes
 
@@ -35,7 +35,7 @@ class ArtifactsMixin(StoreBase):
                 raise UsageError("put_artifacts: each item must be (node, name, filename, content)") from None
             node = Node.coerce(node)
             name = check_name(name, "artifact name")
-            filename = check_plain_name(filename, "artifact filename")
+            filename = check_plain_name(filename, "artifact filename", filename=True)
             checked.append((node, name, filename, as_bytes(content, f"artifact {name!r} on {node}")))
         if not checked:
             return []
@@ -56,6 +56,9 @@ class ArtifactsMixin(StoreBase):
                          sha256=digest, size=len(content), created=now)
                 )
             connection.execute(insert(artifacts), rows)
+            # Under the write lock `gc` also takes: a blob it removed as unreferenced just before is back.
+            for digest, content in dict(zip(digests, (item[3] for item in checked))).items():
+                self.blobs.ensure(digest, content)
         return out
 
     @staticmethod
@@ -90,7 +93,7 @@ class ArtifactsMixin(StoreBase):
             row = connection.execute(stmt.order_by(artifacts.c.version.desc()).limit(1)).first()
             if row is None:
                 self._missing(connection, node, node_id, name, version)
-        return Payload(row.filename, self.blobs.get(row.sha256, row.size))
+        return Payload(row.filename, self.blobs.get(row.sha256, row.size, artifact_label(node, name, row.version)))
 
     def artifact_history(self, node: NodeLike, name: str) -> list[tuple[int, Payload]]:
         """Every version of artifact `name` on `node`, oldest first, as (version, payload)."""
@@ -104,7 +107,11 @@ class ArtifactsMixin(StoreBase):
             ).all()
             if not rows:
                 self._missing(connection, node, node_id, name, None)
-        return [(row.version, Payload(row.filename, self.blobs.get(row.sha256, row.size))) for row in rows]
+        return [(row.version, self._payload(node, name, row)) for row in rows]
+
+    def _payload(self, node: Node, name: str, row) -> Payload:
+        """The lazily read payload of an artifact row (filename, sha256, size, version)."""
+        return Payload.stored(row.filename, self.blobs, row.sha256, row.size, artifact_label(node, name, row.version))
 
     def artifact_names(self, node: NodeLike) -> list[str]:
         """Names of the artifacts on `node`, sorted."""

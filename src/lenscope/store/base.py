@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from lenscope.errors import StoreError, UsageError, hint
 from lenscope.store.blobs import BlobFolder
-from lenscope.store.engine import WRITE, Location, locate, make_engine, prepare
+from lenscope.store.engine import WRITE, Location, check_writable, locate, make_engine, prepare
 from lenscope.store.node import Node
 from lenscope.store.schema import nodes
 
@@ -98,6 +98,7 @@ class StoreBase:
     def _check_writable(self, what: str) -> None:
         if self.readonly:
             raise StoreError(f"{what} refused: store {self._location.shown} is open readonly (only process 0 writes)")
+        check_writable(self._location)  # a store in a folder this process cannot write (#11.7)
 
     def _node_id(self, connection: Connection, node: NodeLike) -> int:
         """Row id of `node`; a StoreError naming it and the nearest known addresses when absent."""

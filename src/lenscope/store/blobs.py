@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,45 @@ from lenscope.errors import StoreError, UsageError
 from lenscope.files import write_atomic
 
 
-@dataclass(frozen=True, eq=False)
 class Payload(Mapping):
-    """An artifact's file: its plain filename and exact bytes; reads as `p.content` or `p["content"]`."""
+    """An artifact's file: its plain filename and exact bytes; reads as `p.content` or `p["content"]`.
 
-    filename: str
-    content: bytes
+    A payload read from a store loads its bytes (checked against their SHA-256) on first access to
+    `content`: listing artifacts reads no blob, and a damaged blob fails only the artifact that uses it.
+    """
+
+    __slots__ = ("_filename", "_content", "_size", "_load")
+
+    def __init__(self, filename: str, content: bytes | None = None, *, size: int | None = None,
+                 load: Callable[[], bytes] | None = None) -> None:
+        if (content is None) == (load is None):
+            raise UsageError("Payload needs exactly one of content or load")
+        self._filename = filename
+        self._content = content
+        self._size = len(content) if content is not None else size
+        self._load = load
+
+    @classmethod
+    def stored(cls, filename: str, blobs: BlobFolder, digest: str, size: int, what: str) -> Payload:
+        """The payload of stored artifact `what` whose bytes are read from `blobs` when first wanted."""
+        return cls(filename, size=size, load=lambda: blobs.get(digest, size, what))
+
+    @property
+    def filename(self) -> str:
+        """The artifact's plain file name."""
+        return self._filename
+
+    @property
+    def size(self) -> int | None:
+        """The content's length in bytes, known without reading it."""
+        return self._size
+
+    @property
+    def content(self) -> bytes:
+        """The exact bytes (read and checked on first access for a stored payload)."""
+        if self._content is None:
+            self._content = self._load()
+        return self._content
 
     def __getitem__(self, key: str) -> Any:
         if key == "filename":
@@ -34,7 +66,7 @@ class Payload(Mapping):
         return 2
 
     def __repr__(self) -> str:
-        return f"Payload(filename={self.filename!r}, content=<{len(self.content)} bytes>)"
+        return f"Payload(filename={self.filename!r}, content=<{self.size} bytes>)"
 
 
 def as_bytes(content: object, what: str) -> bytes:
@@ -44,6 +76,11 @@ def as_bytes(content: object, what: str) -> bytes:
     if isinstance(content, (bytearray, memoryview)):
         return bytes(content)
     raise UsageError(f"{what}: content must be bytes, got {type(content).__name__}")
+
+
+def artifact_label(node: object, name: str, version: int) -> str:
+    """How messages name one artifact version: `artifact 'fourier' version 2 on grokking.train@7f3a2c:12`."""
+    return f"artifact {name!r} version {version} on {node}"
 
 
 def sha256(content: bytes) -> str:
@@ -66,13 +103,15 @@ class BlobFolder:
         return self.put_many([content])[0]
 
     def put_many(self, contents: list[bytes]) -> list[str]:
-        """Store several contents, each once; the folders are synced once at the end. Returns digests."""
-        digests, touched = [], set()
-        for content in contents:
-            digest = sha256(content)
-            digests.append(digest)
+        """Store several contents, each once; the folders are synced once at the end. Returns digests.
+
+        A blob already on disk is kept only if its bytes are these bytes: a damaged one is rewritten.
+        """
+        digests = [sha256(content) for content in contents]
+        touched: set[Path] = set()
+        for digest, content in dict(zip(digests, contents)).items():
             target = self.path(digest)
-            if target.is_file() and target.stat().st_size == len(content):
+            if _holds(target, content):
                 continue
             folder = target.parent
             if not folder.is_dir():
@@ -84,16 +123,36 @@ class BlobFolder:
             _fsync_dir(folder)
         return digests
 
-    def get(self, digest: str, size: int) -> bytes:
-        """The bytes of blob `digest`, checked against its recorded size and hash."""
+    def ensure(self, digest: str, content: bytes) -> None:
+        """Write blob `digest` again if it vanished (a concurrent `gc` removed it as unreferenced)."""
         target = self.path(digest)
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, content)
+            _fsync_dir(target.parent)
+
+    def get(self, digest: str, size: int, what: str = "") -> bytes:
+        """The bytes of blob `digest`, checked against its recorded size and hash; `what` names the reader."""
+        target = self.path(digest)
+        where = f"{what}: " if what else ""
         try:
             content = target.read_bytes()
         except FileNotFoundError:
-            raise StoreError(f"blob {digest} is missing from {self.root}") from None
+            raise StoreError(f"{where}blob {digest} is missing from {self.root} (run `lenscope fsck`)") from None
         if len(content) != size or sha256(content) != digest:
-            raise StoreError(f"blob {target} is corrupt: its bytes do not match the recorded SHA-256 and size")
+            raise StoreError(f"{where}blob {target} is corrupt: its bytes do not match the recorded SHA-256 and "
+                             "size (run `lenscope fsck`; putting the same bytes again heals it)")
         return content
+
+
+def _holds(target: Path, content: bytes) -> bool:
+    """Whether the file `target` exists with exactly `content` (size first, then the bytes)."""
+    try:
+        if target.stat().st_size != len(content):
+            return False
+        return target.read_bytes() == content
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Select, and_, exists, func, select, tuple_
 
 from lenscope.errors import UsageError, hint
-from lenscope.store.blobs import Payload
+from lenscope.store.blobs import Payload, artifact_label
 from lenscope.store.node import Node
 from lenscope.store.predicates import (
     OPS,
@@ -232,23 +232,22 @@ class Query:
         with self.store.read() as connection:
             result = connection.execute(stmt).all()
         out: list[dict] = []
-        blobs: dict[str, bytes] = {}
         last_rank = None
         for r in result:
             if r.rank != last_rank:
                 last_rank = r.rank
-                out.append(self._row(r, blobs))
+                out.append(self._row(r))
             if want_values and r.value_key is not None:
                 out[-1].setdefault(r.value_key, decode(r.kind, r.num, r.txt))
         return out
 
-    def _row(self, r: Any, blobs: dict[str, bytes]) -> dict:
+    def _row(self, r: Any) -> dict:
         node = Node(r.name, r.nonce, r.seq)
         if self.artifact_mode:
-            if r.sha256 not in blobs:
-                blobs[r.sha256] = self.store.blobs.get(r.sha256, r.size)
+            what = artifact_label(node, r.artifact, r.version)
+            payload = Payload.stored(r.filename, self.store.blobs, r.sha256, r.size, what)
             row = {"node": node.address, "name": r.artifact, "version": r.version, "filename": r.filename,
-                   "sha256": r.sha256, "size": r.size, "payload": Payload(r.filename, blobs[r.sha256]),
+                   "sha256": r.sha256, "size": r.size, "payload": payload,
                    "node_name": r.name, "nonce": r.nonce, "seq": r.seq}
         else:
             row = {"node": node.address, "name": r.name, "nonce": r.nonce, "seq": r.seq, "status": r.status,

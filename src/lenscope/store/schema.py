@@ -16,8 +16,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
-"""Version of the table layout below; a store recorded with another version is refused."""
+SCHEMA_VERSION = 2
+"""Version of the table layout below; an older store is upgraded in place (store/migrate.py), a newer one refused.
+
+2: checkpoint file digests, one nonce per lineage, leases."""
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -47,6 +49,10 @@ nodes = Table(
     UniqueConstraint("name", "nonce", "seq", name="uq_lenscope_nodes_address"),
     Index("ix_lenscope_nodes_nonce_seq", "nonce", "seq"),
 )
+
+# One nonce per lineage: seq 0 starts a lineage, so no two seq-0 rows share a nonce (#12.7).
+lineage_nonce = Index("uq_lenscope_nodes_lineage_nonce", nodes.c.nonce, unique=True,
+                      sqlite_where=nodes.c.seq == 0, postgresql_where=nodes.c.seq == 0)
 
 edges = Table(
     "lenscope_edges",
@@ -86,4 +92,28 @@ artifacts = Table(
     Column("created", Double, nullable=False),
     UniqueConstraint("node_id", "name", "version", name="uq_lenscope_artifacts_version"),
     Index("ix_lenscope_artifacts_name", "name"),
+)
+
+# What a committed checkpoint folder held: one row per file, path relative to the folder (#12.3).
+checkpoint_files = Table(
+    "lenscope_checkpoint_files",
+    metadata,
+    Column("node_id", _Id, ForeignKey("lenscope_nodes.id"), primary_key=True),
+    Column("path", String(1000), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("sha256", String(64), nullable=False),
+)
+
+# ---- leases (#12.2; store/leases.py): who runs a lineage now. One row per owned lineage while its job lives;
+# the row of a killed job stays, so `ls` can tell its running node is stale (owner gone).
+leases = Table(
+    "lenscope_leases",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("nonce", String(6), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("token", String(32), nullable=False),  # this holder's; a takeover writes a new one
+    Column("started", Double, nullable=False),
+    Column("heartbeat", Double, nullable=False),  # unix time, written every HEARTBEAT_S while the job lives
 )

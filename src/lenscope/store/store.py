@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from lenscope.errors import StoreError, UsageError, hint
 from lenscope.store.artifacts import ArtifactsMixin
 from lenscope.store.base import NodeLike, as_nodes, check_name, in_lists
 from lenscope.store.blobs import Payload
+from lenscope.store.checkpoints import CheckpointsMixin
 from lenscope.store.graph import GraphMixin
 from lenscope.store.node import Node, new_nonce
 from lenscope.store.query import Query
-from lenscope.store.schema import artifacts, edges, nodes, records
+from lenscope.store.schema import artifacts, edges, lineage_nonce, nodes, records
 from lenscope.store.values import Scalar, check_values, decode, dump_config, encode, load_config
 
 STATUSES = ("running", "done", "failed")
+NONCE_ATTEMPTS = 5  # transactions new_nodes tries when concurrent writers keep drawing its nonces
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class NodeRecord:
     error: str | None = None
 
 
-class Store(GraphMixin, ArtifactsMixin):
+class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
     """A lineage store: `Store()` opens $LENSCOPE_STORE or ./runs; `Store(folder)` or `Store(url)` another one."""
 
     # ---- nodes -------------------------------------------------------------------------------
@@ -57,12 +61,19 @@ class Store(GraphMixin, ArtifactsMixin):
         if not names:
             return []
         now = time.time()
-        with self._write("new_node") as connection:
-            parent_ids = [self._node_id(connection, parent) for parent in parent_nodes]
-            made = [Node(name, nonce, 0) for name, nonce in zip(names, self._fresh_nonces(connection, len(names)))]
-            ids = self._insert_nodes(connection, made, config_text, now)
-            self._insert_edges(connection, ids, parent_ids)
-        return made
+        for attempt in itertools.count(1):
+            try:
+                with self._write("new_node") as connection:
+                    parent_ids = [self._node_id(connection, parent) for parent in parent_nodes]
+                    nonces = self._fresh_nonces(connection, len(names))
+                    made = [Node(name, nonce, 0) for name, nonce in zip(names, nonces)]
+                    ids = self._insert_nodes(connection, made, config_text, now)
+                    self._insert_edges(connection, ids, parent_ids)
+                return made
+            except IntegrityError as error:
+                # A concurrent writer took one of these nonces after we checked (PostgreSQL): draw again.
+                if not _nonce_taken(error) or attempt == NONCE_ATTEMPTS:
+                    raise StoreError(f"new_node: could not start a lineage: {error.orig}") from error
 
     @staticmethod
     def _fresh_nonces(connection: Connection, count: int) -> list[str]:
@@ -102,21 +113,25 @@ class Store(GraphMixin, ArtifactsMixin):
         if rows:
             connection.execute(insert(edges), rows)
 
-    def tick(self, node: NodeLike, count: int = 1, *, adopt: bool = False) -> Node:
+    def tick(self, node: NodeLike, count: int = 1, *, adopt: bool = False, config: Mapping | None = None) -> Node:
         """Advance `node` to its successor (seq + 1, parent = node, same config) and mark `node` done.
 
         `count > 1` adds that many successive nodes in one transaction (each the parent of the
         next, all but the last done) and returns the last: a job that ticked in memory catches up.
         `adopt=True` (a resumed run) reuses successors an earlier, interrupted run left behind
         instead of refusing them; their values fold under the new writes.
+        `config` is what the new (and adopted) nodes record instead of `node`'s: the config a resumed
+        run with overrides was actually made with (#12.1).
         """
         node = Node.coerce(node)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise UsageError(f"tick count must be an int >= 1, got {count!r}")
         made = [Node(node.name, node.nonce, node.seq + k) for k in range(1, count + 1)]
+        config_text = dump_config(config) if config is not None else None
         with self._write("tick") as connection:
             node_id = self._node_id(connection, node)
             row = connection.execute(select(nodes.c.config, nodes.c.status).where(nodes.c.id == node_id)).one()
+            config_text = row.config if config is None else config_text
             later = {r.seq: r.id for r in connection.execute(
                 select(nodes.c.seq, nodes.c.id).where(nodes.c.name == node.name, nodes.c.nonce == node.nonce,
                                                       nodes.c.seq > node.seq, nodes.c.seq <= made[-1].seq))}
@@ -127,15 +142,18 @@ class Store(GraphMixin, ArtifactsMixin):
                 connection.execute(update(nodes).where(nodes.c.id == node_id).values(status="done"))
             missing = [n for n in made if n.seq not in later]
             if missing:
-                ids = self._insert_nodes(connection, missing, row.config, time.time())
+                ids = self._insert_nodes(connection, missing, config_text, time.time())
                 later.update({n.seq: i for n, i in zip(missing, ids)})
             chain = [node_id] + [later[n.seq] for n in made]
             new_ids = {later[n.seq] for n in missing}
             for parent_id, child_id in zip(chain, chain[1:]):
                 if child_id in new_ids:
                     self._insert_edges(connection, [child_id], [parent_id])
-            connection.execute(update(nodes).where(nodes.c.id.in_(chain[1:-1])).values(status="done"))
-            connection.execute(update(nodes).where(nodes.c.id == chain[-1]).values(status="running"))
+            if config is not None and len(new_ids) < count:  # adopted nodes are made again, with this config
+                connection.execute(update(nodes).where(nodes.c.id.in_(chain[1:]), nodes.c.id.not_in(list(new_ids)))
+                                   .values(config=config_text))
+            connection.execute(update(nodes).where(nodes.c.id.in_(chain[1:-1])).values(status="done", error=None))
+            connection.execute(update(nodes).where(nodes.c.id == chain[-1]).values(status="running", error=None))
         return made[-1]
 
     def node_exists(self, node: NodeLike) -> bool:
@@ -233,33 +251,6 @@ class Store(GraphMixin, ArtifactsMixin):
             )
             return [(row.written, decode(row.kind, row.num, row.txt)) for row in rows]
 
-    # ---- checkpoints -------------------------------------------------------------------------
-
-    def checkpoint_dir(self, node: NodeLike) -> Path:
-        """Where `node`'s checkpoint belongs: <root>/checkpoints/<name>/<nonce>/<seq> (not created)."""
-        node = Node.coerce(node)
-        with self.read() as connection:
-            self._node_id(connection, node)
-        return self.root / "checkpoints" / node.name / node.nonce / str(node.seq)
-
-    def mark_checkpoint(self, node: NodeLike, path: Path | str, step: int | None = None) -> None:
-        """Record that `node`'s checkpoint is at `path` (a training `step` optional) so queries find it."""
-        if not isinstance(path, (str, Path)) or not str(path):
-            raise UsageError(f"checkpoint path must be a non-empty str or Path, got {path!r}")
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-            raise UsageError(f"checkpoint step must be an int or None, got {step!r}")
-        path = Path(path).expanduser().absolute()
-        stored = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
-        with self._write("mark_checkpoint") as connection:
-            node_id = self._node_id(connection, node)
-            connection.execute(
-                update(nodes).where(nodes.c.id == node_id).values(checkpoint=stored, checkpoint_step=step)
-            )
-
-    def checkpoint(self, node: NodeLike) -> Path | None:
-        """The checkpoint folder marked on `node`, or None."""
-        return self.checkpoint_path(self._column(node, nodes.c.checkpoint))
-
     # ---- whole nodes and queries -------------------------------------------------------------
 
     def get(self, node: NodeLike) -> NodeRecord:
@@ -271,7 +262,8 @@ class Store(GraphMixin, ArtifactsMixin):
             values = self._folded(connection, node_id)
             parents = self._parents(connection, node_id)
             latest = connection.execute(
-                select(artifacts.c.name, artifacts.c.filename, artifacts.c.sha256, artifacts.c.size)
+                select(artifacts.c.name, artifacts.c.version, artifacts.c.filename, artifacts.c.sha256,
+                       artifacts.c.size)
                 .where(artifacts.c.node_id == node_id)
                 .order_by(artifacts.c.name, artifacts.c.version)
             ).all()
@@ -280,7 +272,7 @@ class Store(GraphMixin, ArtifactsMixin):
             node=node,
             status=row.status,
             values=values,
-            artifacts={name: Payload(a.filename, self.blobs.get(a.sha256, a.size)) for name, a in payloads.items()},
+            artifacts={name: self._payload(node, name, a) for name, a in payloads.items()},
             checkpoint=self.checkpoint_path(row.checkpoint),
             parents=parents,
             config=load_config(row.config),
@@ -292,3 +284,8 @@ class Store(GraphMixin, ArtifactsMixin):
         """A fresh query over this store's nodes (or artifacts, after `.artifact()`)."""
         return Query(self)
 
+
+def _nonce_taken(error: IntegrityError) -> bool:
+    """Whether `error` is a lineage nonce or node address already taken (the race new_nodes retries)."""
+    text = str(error.orig)
+    return lineage_nonce.name in text or "uq_lenscope_nodes_address" in text or "lenscope_nodes.nonce" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from ..errors import CheckpointError, JobError
+from ..store.digests import FileDigest, differences
 from .state import flat_paths, key_path
 
 log = logging.getLogger("lenscope.checkpoint")
+FSCK_HINT = "run `lenscope fsck` to check the whole store"
+_unverified: set[Path] = set()  # checkpoints without digests already warned about (once per process)
 
 
 class CheckpointWriter:
@@ -58,20 +61,46 @@ class CheckpointWriter:
             self._checkpointer.close()
 
 
-def read_checkpoint(path: Path | str) -> Any:
-    """The raw saved tree (host arrays) at `path`; a clear error if it is missing or unreadable."""
+def read_checkpoint(path: Path | str, recorded: Sequence[FileDigest] | None = None) -> Any:
+    """The raw saved tree (host arrays) at `path`; a clear error if it is missing, damaged or unreadable.
+
+    `recorded` (from `store.checkpoint_files(node)`) are the digests taken when the checkpoint was
+    committed: every file is checked against them first. An empty record (a checkpoint marked before
+    digests existed) restores unchecked, with a warning; None skips the check.
+    """
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if recorded is not None:
+        verify_checkpoint(path, recorded)
     try:
         with ocp.StandardCheckpointer() as checkpointer:
             # A NumPy target restores host arrays: the saved shardings name the saving job's devices,
             # which another topology (e.g. a multi-process analysis) does not have.
-            saved = checkpointer.metadata(path.absolute()).item_metadata.tree
-            target = jax.tree_util.tree_map(lambda leaf: np.empty(leaf.shape, leaf.dtype), saved)
+            saved = checkpointer.metadata(path.absolute()).item_metadata
+            if saved is None:
+                raise CheckpointError(f"checkpoint {path} is unreadable: its _METADATA (the saved tree's "
+                                      f"description) is missing or empty; {FSCK_HINT}")
+            target = jax.tree_util.tree_map(lambda leaf: np.empty(leaf.shape, leaf.dtype), saved.tree)
             return checkpointer.restore(path.absolute(), target)
+    except CheckpointError:
+        raise
     except Exception as err:  # Orbax raises many types for a damaged directory
-        raise CheckpointError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err})") from err
+        raise CheckpointError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err}); {FSCK_HINT}") from err
+
+
+def verify_checkpoint(path: Path, recorded: Sequence[FileDigest]) -> None:
+    """Refuse a checkpoint whose files differ from the digests recorded at commit (naming the first damaged file)."""
+    if not recorded:
+        if path not in _unverified:
+            _unverified.add(path)
+            log.warning("checkpoint %s has no recorded digests (marked before lenscope recorded them): restored "
+                        "unchecked; `lenscope fsck --repair` records them", path)
+        return
+    problems = differences(path, recorded)
+    if problems:
+        more = f" (and {len(problems) - 1} more damaged files)" if len(problems) > 1 else ""
+        raise CheckpointError(f"checkpoint {path} is damaged: {problems[0]}{more}; {FSCK_HINT}")
 
 
 _SHOWN = 5  # mismatches named in one error
