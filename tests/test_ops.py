@@ -21,7 +21,8 @@ from lenscope.examples.grokking import GrokTrainer
 sys.path.insert(0, str(Path(__file__).parent))
 from table_jobs import FlaxAttentionTrainer, WideTrainer
 
-BUILTINS = ["activation_stats", "attention_patterns", "logit_lens", "weight_spectrum"]
+BUILTINS = ["ablation", "activation_patching", "activation_stats", "attention_patterns", "attribution_patching",
+            "concept_direction", "logit_lens", "steering", "weight_spectrum"]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ import lenscope
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules a reader may import from (packages with an `__all__`, the op facade, the examples); the rest may move.
-PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|examples(\.\w+)?))?\Z")
+# lenscope.analysis and lenscope.analysis.execution are the seed-002 import paths of the runner API (issue 18).
+PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|analysis(\.execution)?"
+                            r"|examples(\.\w+)?))?\Z")
 
 
 def _type_checking_imports() -> dict[str, str]:

@@ -89,10 +89,10 @@ def test_table_mode_end_to_end(tmp_path):
     # the same bytes in results, in the store, through `lenscope get`
     on_disk = (analysis.results_dir() / "hidden.parquet").read_bytes()
     store = Store(root)
-    payload = store.artifact(node, "hidden")
+    payload = store.artifact(node, "hidden.parquet")  # issue 18: the table is artifact NAME.parquet
     assert payload.filename == "hidden.parquet" and payload.content == on_disk
     out = tmp_path / "got.parquet"
-    assert cli_main(["get", str(node), "hidden", "-o", str(out), "--store", str(root)]) == 0
+    assert cli_main(["get", str(node), "hidden.parquet", "-o", str(out), "--store", str(root)]) == 0
     assert out.read_bytes() == on_disk
     loaded = load_table(root, str(node), "hidden")
     assert loaded.features == dataset.features and loaded.num_rows == 512
@@ -137,21 +137,21 @@ def test_arrays_strings_and_a_plot_drawn_from_the_table(tmp_path, tiny):
     np.testing.assert_array_equal(dataset.with_format("numpy")["stream"][:16], first_rows)
     pdf = analysis.results_dir() / "stream.pdf"
     assert pdf.read_bytes()[:5] == b"%PDF-"
-    assert analysis.store.artifact(analysis.node, "stream.plot").content == pdf.read_bytes()
-    assert analysis.store.artifact(analysis.node, "stream").filename == "stream.parquet"
+    assert analysis.store.artifact(analysis.node, "stream").content == pdf.read_bytes()  # the figure is NAME
+    assert analysis.store.artifact(analysis.node, "stream.parquet").filename == "stream.parquet"
 
 
 def test_execute_analysis_step_yields_the_rows_table_mode_stores(tmp_path):
     trainer = WideTrainer(wide(tmp_path), store=tmp_path / "runs")
     cfg = AnalysisCfg(HiddenTable)
     batch = WideTrainer.batch(trainer, "validation", 1)
-    rows = list(execute_analysis_step(trainer, batch, cfg))
+    rows = list(execute_analysis_step(trainer, batch, analysis_cfg=cfg))
     assert len(rows) == 64 and set(rows[0]) == {"hidden", "norm", "labels", "index"}
     assert [r["index"] for r in rows] == list(range(64, 128))
-    expected = execute_analysis_op(trainer, batch, cfg)
+    expected = execute_analysis_op(trainer, batch, analysis_cfg=cfg)
     np.testing.assert_array_equal(np.asarray([r["hidden"] for r in rows], np.float32), expected["hidden"])
     with pytest.raises(UsageError, match="declares no output schema"):
-        next(execute_analysis_step(trainer, batch, AnalysisCfg("activation_stats")))
+        next(execute_analysis_step(trainer, batch, analysis_cfg=AnalysisCfg("activation_stats")))
 
 
 @pytest.mark.parametrize("schema, words", [
@@ -226,10 +226,11 @@ def test_a_tandem_table_analysis_writes_a_table_at_each_validation(tmp_path):
     node = run_job(TandemTables, wide(tmp_path, "training/steps=4", "logging/validation_interval=2",
                                       "data/examples=128"), store=tmp_path / "runs")
     store = Store(tmp_path / "runs")
-    tables = sorted((n.seq, store.artifact(n, "hidden").filename) for n in store.query().artifact("hidden").all())
+    tables = sorted((n.seq, store.artifact(n, "hidden.parquet").filename)
+                    for n in store.query().artifact("hidden.parquet").all())
     assert tables == [(2, "hidden.parquet"), (4, "hidden.parquet")] and node.seq == 4
     early, late = (np.asarray(load_table(store, n, "hidden").with_format("numpy")["hidden"])
-                   for n in sorted(store.query().artifact("hidden").all(), key=lambda n: n.seq))
+                   for n in sorted(store.query().artifact("hidden.parquet").all(), key=lambda n: n.seq))
     assert early.shape == late.shape == (128, 16) and not np.array_equal(early, late)  # trained in between
 
 
@@ -253,7 +254,7 @@ def test_two_processes_write_one_table_with_every_example_on_process_0(tmp_path)
     files = list((tmp_path / "results").rglob("*.parquet"))
     assert len(files) == 1
     store = Store(tmp_path / "runs")
-    history = store.artifact_history(reports[0]["node"], "hidden")
+    history = store.artifact_history(reports[0]["node"], "hidden.parquet")
     assert len(history) == 1 and history[0][1].content == files[0].read_bytes()
     table = load_table(store, reports[0]["node"], "hidden").with_format("numpy")
     np.testing.assert_array_equal(table["index"], np.arange(256))

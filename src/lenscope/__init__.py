@@ -3,11 +3,16 @@
 Names are imported on first use (the `_EXPORTS` table), so `lenscope ls`/`show`/`get` start without
 loading JAX; the TYPE_CHECKING block imports the same objects for type checkers and IDEs, and `__all__`
 lists them (tests/test_public_api.py keeps the three in step).
+
+Op wrappers are also reachable here (`lenscope.activation_stats` is `lenscope.ops.activation_stats`),
+looked up in the op registry on first access. They are not in `__all__`: the registry grows at run
+time (`lenscope.ops.register`), and a name here (e.g. `Store`) always wins over an op of that name.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from .version import VERSION
@@ -17,6 +22,7 @@ __version__ = VERSION
 if TYPE_CHECKING:
     from . import ops
     from .analysis import AnalysisBase, plots
+    from .analysis.batch import AnalysisBatch, AnalysisStore
     from .analysis.builtin import OpAnalysis
     from .analysis.cfg import AnalysisCfg
     from .analysis.running import execute_analysis_op, execute_analysis_step
@@ -30,9 +36,12 @@ if TYPE_CHECKING:
     from .store import Node, NodeRecord, Payload, Query, Store
     from .training import BaseTrainer, TrainerConfig, TrainState
     from .training.data import ArrayData
+    from .training.phase import Phase
 
 _EXPORTS = {
     "AnalysisBase": "lenscope.analysis",
+    "AnalysisBatch": "lenscope.analysis.batch",
+    "AnalysisStore": "lenscope.analysis.batch",
     "AnalysisCfg": "lenscope.analysis.cfg",
     "ArrayData": "lenscope.training.data",
     "BaseTrainer": "lenscope.training",
@@ -45,6 +54,7 @@ _EXPORTS = {
     "NodeRecord": "lenscope.store",
     "OpAnalysis": "lenscope.analysis.builtin",
     "Payload": "lenscope.store",
+    "Phase": "lenscope.training.phase",
     "Query": "lenscope.store",
     "Store": "lenscope.store",
     "StoreError": "lenscope.errors",
@@ -69,7 +79,9 @@ _MODULES = {"ops": "lenscope.ops", "plots": "lenscope.analysis.plots"}
 
 __all__ = [
     "AnalysisBase",
+    "AnalysisBatch",
     "AnalysisCfg",
+    "AnalysisStore",
     "ArrayData",
     "BaseTrainer",
     "CaptureError",
@@ -81,6 +93,7 @@ __all__ = [
     "NodeRecord",
     "OpAnalysis",
     "Payload",
+    "Phase",
     "Query",
     "Store",
     "StoreError",
@@ -106,15 +119,29 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name on first access and cache it on the package."""
+    """Import a public name (or an op wrapper of lenscope.ops) on first access and cache it on the package."""
     if name in _MODULES:
         value = importlib.import_module(_MODULES[name])
     elif name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif _may_be_op(name) and name in _op_names():
+        value = getattr(importlib.import_module(_MODULES["ops"]), name)
     else:
-        raise AttributeError(f"module 'lenscope' has no attribute {name!r}")
+        raise AttributeError(f"module 'lenscope' has no attribute {name!r} (public names: lenscope.__all__; "
+                             "ops: dir(lenscope.ops))")
     globals()[name] = value
     return value
+
+
+def _may_be_op(name: str) -> bool:
+    """Whether `name` could be an op: not private, and not a submodule (`from lenscope import capture` asks here
+    first, before importing it)."""
+    return name.isidentifier() and not name.startswith("_") and importlib.util.find_spec(f"lenscope.{name}") is None
+
+
+def _op_names() -> list[str]:
+    """The registered op names (imports the analysis layer: only asked for names lenscope itself lacks)."""
+    return importlib.import_module("lenscope.analysis.registry").names()
 
 
 def __dir__() -> list[str]:

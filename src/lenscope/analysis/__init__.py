@@ -4,7 +4,10 @@ Importing it registers the analysis runner behind `BaseTrainer.run_analysis` (tr
 """
 
 from ..capture import DebugInputs
-from . import running as _running  # noqa: F401  (registers the analysis runner)
 from .base import AnalysisBase
+from .batch import AnalysisBatch, AnalysisStore
+from .cfg import AnalysisCfg
+from .running import execute_analysis_op, execute_analysis_step, run_analysis  # importing registers the runner
 
-__all__ = ["AnalysisBase", "DebugInputs"]
+__all__ = ["AnalysisBase", "AnalysisBatch", "AnalysisCfg", "AnalysisStore", "DebugInputs", "execute_analysis_op",
+           "execute_analysis_step", "run_analysis"]

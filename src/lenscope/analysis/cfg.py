@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 from ..capture import CaptureError, format_paths, match_paths
 from ..errors import ConfigError, LenscopeError, UsageError, hint
 from ..files import check_plain_name
-from ..text import load_yaml, parse_value
+from ..text import load_yaml_file, parse_value
 from .tables import parse_schema
 
 
@@ -50,11 +50,38 @@ def _check_plain(value: Any, what: str) -> str:
     return check_plain_name(value, f"AnalysisCfg.{what}", ConfigError)
 
 
+DEFAULT_STEP_FN = "analysis_step"
+StepRunner = Callable[..., Iterator[dict[str, Any]]]
+_STEP_RUNNER: dict[str, StepRunner] = {}  # execute_analysis_step, registered by analysis.running (it imports this)
+
+
+def register_step_runner(runner: StepRunner) -> StepRunner:
+    """Install the function a generated `analysis_step` delegates to (analysis.running does, on import)."""
+    _STEP_RUNNER["step"] = runner
+    return runner
+
+
+def target_spec(target: Any) -> str | type:
+    """The analysis a `target_op` names: an op wrapper's op name, a registered name, or an analysis class."""
+    name = getattr(target, "op_name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(target, (str, type)) and target != "":
+        return target
+    raise ConfigError(f"AnalysisCfg target_op must be an op wrapper (lenscope.ops.activation_stats), a registered "
+                      f"op name or an AnalysisBase subclass, got {target!r}")
+
+
 @dataclass(frozen=True)
 class AnalysisCfg:
-    """What to run and how: the analysis (registered name or class) plus optional overrides of its defaults."""
+    """What to run and how: the analysis (registered name or class) plus optional overrides of its defaults.
 
-    analysis: str | type
+    `target_op` names the analysis as the seed-002 design does (an op wrapper, a registered name or a
+    class); it and `analysis` are one field under two names. `cache_dir` caches intermediate results
+    (table shards, op results) so a rerun of the same cfg on the same node reuses them.
+    """
+
+    analysis: str | type | None = None
     name: str | None = None
     names_filter: str | Sequence[str] | None = None
     output_schema: Mapping[str, Any] | None = None
@@ -64,8 +91,16 @@ class AnalysisCfg:
     split: str | None = None
     max_batches: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    target_op: Any = None
+    step_fn: str = DEFAULT_STEP_FN
 
     def __post_init__(self) -> None:
+        if self.target_op is not None:
+            spec = target_spec(self.target_op)
+            if self.analysis is not None and self.analysis != spec:
+                raise ConfigError(f"AnalysisCfg got analysis={self.analysis!r} and target_op={spec!r}; "
+                                  "they name the same thing: give one")
+            object.__setattr__(self, "analysis", spec)
         if not isinstance(self.analysis, (str, type)) or self.analysis == "":
             raise ConfigError(f"AnalysisCfg.analysis must be a registered analysis name or an AnalysisBase subclass, "
                               f"got {self.analysis!r}")
@@ -88,6 +123,10 @@ class AnalysisCfg:
                               f"got {self.max_batches!r}")
         if self.cache_dir is not None and not isinstance(self.cache_dir, (str, Path)):
             raise ConfigError(f"AnalysisCfg.cache_dir must be a folder path, got {self.cache_dir!r}")
+        if not isinstance(self.step_fn, str) or not self.step_fn.isidentifier():
+            raise ConfigError(f"AnalysisCfg.step_fn must be a method name (default {DEFAULT_STEP_FN!r}), "
+                              f"got {self.step_fn!r}")
+        object.__setattr__(self, "target_op", self.analysis)
         if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
             raise ConfigError(f"AnalysisCfg.params must be a mapping with str keys, got {self.params!r}")
         object.__setattr__(self, "params", dict(self.params))
@@ -105,7 +144,7 @@ class AnalysisCfg:
             if key not in known:
                 raise ConfigError(f"unknown AnalysisCfg key {key!r}{hint(str(key), known)}; keys: {', '.join(known)} "
                                   "(analysis parameters go under params)")
-        if "analysis" not in data:
+        if "analysis" not in data and "target_op" not in data:
             raise ConfigError(f"an analysis entry needs the key 'analysis' (a registered name), got keys {list(data)}")
         return cls(**dict(data))
 
@@ -133,10 +172,7 @@ class AnalysisCfg:
     def load(cls, path: str | Path) -> list[AnalysisCfg]:
         """From a YAML file: one mapping, a list of mappings/names, or a mapping with key `analyses` holding a list."""
 
-        file = Path(path)
-        if not file.is_file():
-            raise UsageError(f"analysis file {str(path)!r} does not exist")
-        data = load_yaml(file.read_text())
+        data = load_yaml_file(path, "analysis file")
         if isinstance(data, Mapping) and set(data) == {"analyses"}:
             data = data["analyses"]
         items = data if isinstance(data, list) else [data]
@@ -146,10 +182,24 @@ class AnalysisCfg:
         """The name results are saved and returned under: `name`, else the analysis NAME."""
         return self.name or cls.NAME
 
+    def apply(self, trainer: Any) -> Any:
+        """Attach this cfg to `trainer` (`trainer.analysis_cfg`) and, when the trainer has no method `step_fn`,
+        give it one: `trainer.analysis_step(batch=None, batch_idx=0, analysis_inputs=None)` yields rows."""
+        trainer.analysis_cfg = self
+        if not callable(getattr(trainer, self.step_fn, None)):
+            step = _STEP_RUNNER["step"]
+
+            def generated_step(batch: Any = None, batch_idx: int = 0, analysis_inputs: Any = None) -> Any:
+                return step(trainer, batch, batch_idx, trainer.analysis_cfg, analysis_inputs)
+
+            generated_step.generated = True
+            setattr(trainer, self.step_fn, generated_step)
+        return trainer
+
 
 def option_fields() -> tuple[str, ...]:
     """The AnalysisCfg fields set beside the analysis and its params, generated from the dataclass."""
-    return tuple(f.name for f in dataclasses.fields(AnalysisCfg) if f.name not in ("analysis", "params"))
+    return tuple(f.name for f in dataclasses.fields(AnalysisCfg) if f.name not in ("analysis", "params", "target_op"))
 
 
 def _split_top(text: str) -> list[str]:

@@ -8,9 +8,14 @@ from ..errors import UsageError, hint
 
 # Explicit registry: op name -> analysis class, or "module:Class" imported on first use.
 _OPS: dict[str, type | str] = {
+    "ablation": "lenscope.analysis.builtin.ablation:Ablation",
+    "activation_patching": "lenscope.analysis.builtin.patching:ActivationPatching",
     "activation_stats": "lenscope.analysis.builtin.activations:ActivationStats",
     "attention_patterns": "lenscope.analysis.builtin.attention:AttentionPatterns",
+    "attribution_patching": "lenscope.analysis.builtin.patching:AttributionPatching",
+    "concept_direction": "lenscope.analysis.builtin.concept:ConceptDirection",
     "logit_lens": "lenscope.analysis.builtin.logit_lens:LogitLens",
+    "steering": "lenscope.analysis.builtin.steering:Steering",
     "weight_spectrum": "lenscope.analysis.builtin.spectrum:WeightSpectrum",
 }
 RESERVED = frozenset({"register", "names", "get", "OpWrapper"})  # names lenscope.ops itself defines

@@ -1,8 +1,8 @@
 """Running analyses, one path (D3, D4): check configs, bind each to a trainer as a view, run a batch or a whole run.
 
-    results = execute_analysis_op(trainer, batch, AnalysisCfg("activation_stats"))
-    rows = list(execute_analysis_step(trainer, batch, AnalysisCfg("grokking/probe_acts")))
-    out = trainer.run_analysis("activation_stats", AnalysisCfg("grokking/fourier", name="spectrum"))
+    batch = execute_analysis_op(trainer, batch, 0, AnalysisCfg("activation_stats"))  # an AnalysisBatch
+    rows = list(execute_analysis_step(trainer, batch, 0, AnalysisCfg("grokking/probe_acts")))
+    out = trainer.run_analysis("activation_stats", AnalysisCfg("grokking/fourier", name="spectrum"))  # AnalysisStore
 
 Every entry point checks its configs once (`check_cfgs`), gives the trainer state through its own
 `setup(attach=True)` (restore `base` and write onto that node), and runs a view made by `bind`.
@@ -11,15 +11,13 @@ Every entry point checks its configs once (`check_cfgs`), gives the trainer stat
 from __future__ import annotations
 
 import functools
-import os
+import hashlib
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import jax
-from jax.experimental.compilation_cache import compilation_cache
+import numpy as np
 
 from .. import registry as jobs_registry
 from ..errors import UsageError, hint
@@ -27,10 +25,13 @@ from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.extensions import register_analysis_runner
 from ..training.lineage import Lineage, Mode, open_lineage
+from ..training.phase import Phase, session
 from . import registry as ops
 from .base import AnalysisBase
-from .cfg import AnalysisCfg, coerce_cfg, option_fields
-from .table_run import step_rows
+from .batch import AnalysisBatch, AnalysisEntry, AnalysisStore
+from .cache import cached_results
+from .cfg import DEFAULT_STEP_FN, AnalysisCfg, coerce_cfg, option_fields, register_step_runner
+from .table_run import step_rows, table_artifact
 from .tables import load_table
 
 
@@ -98,7 +99,7 @@ class Checked:
 
 
 def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
-    """Resolve and validate every cfg before anything runs: known analyses and params, distinct names, one cache.
+    """Resolve and validate every cfg before anything runs: known analyses, params and step_fn, distinct names.
 
     A string is an `--analysis` text (`NAME`, `NAME,key=value,...` or a YAML file of several).
     """
@@ -111,24 +112,12 @@ def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
             raise UsageError(f"two analyses would both save results as {name!r} ({seen[name]} and {cfg.analysis!r}); "
                              "give one a distinct AnalysisCfg(name=...)")
         seen[name] = repr(cfg.analysis)
+        if cfg.step_fn != DEFAULT_STEP_FN and not callable(getattr(trainer, cfg.step_fn, None)):
+            raise UsageError(f"AnalysisCfg(step_fn={cfg.step_fn!r}): {type(trainer).__name__} has no method "
+                             f"{cfg.step_fn!r}{hint(cfg.step_fn, dir(trainer))}; define it or use the default "
+                             f"{DEFAULT_STEP_FN!r}")
         checked.append(Checked(cfg, cls, name, resolve_params(cls, cfg)))
-    folders = {str(c.cfg.cache_dir) for c in checked if c.cfg.cache_dir is not None}
-    if len(folders) > 1:
-        raise UsageError(f"one process has one JAX compilation cache; the analyses name several: {sorted(folders)}")
     return checked
-
-
-def enable_compilation_cache(path: str | os.PathLike) -> Path:
-    """Use JAX's persistent compilation cache in `path` for every program, so later processes skip compiling."""
-    folder = Path(path).expanduser().absolute()
-    folder.mkdir(parents=True, exist_ok=True)
-    if jax.config.jax_compilation_cache_dir != str(folder):
-        jax.config.update("jax_compilation_cache_dir", str(folder))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-        # JAX decides once per process whether to use the cache; start over so the new folder takes effect.
-        compilation_cache.reset_cache()
-    return folder
 
 
 # -- binding --------------------------------------------------------------------------------
@@ -158,8 +147,12 @@ def bind(trainer: BaseTrainer, checked: Checked) -> AnalysisBase:
     if key not in views:
         view = checked.cls.from_trainer(trainer, lineage=results_lineage(trainer, checked.cfg, checked.name))
         view.use_cfg(checked.cfg, checked.params)
+        if checked.cfg.cache_dir is not None:  # the run's compute() reads and fills cache_dir
+            view.compute = functools.partial(_cached_compute, view, view.compute)
         views[key] = view
     view = views[key]
+    own_step = getattr(trainer, checked.cfg.step_fn, None)
+    view.row_step = None if own_step is None or getattr(own_step, "generated", False) else own_step
     if input_store_of(view) is not None:
         view.input_dataset = load_input(view)
     return view
@@ -194,24 +187,41 @@ def load_input(analysis: AnalysisBase) -> Any:
     return load_table(analysis.store, node, name)
 
 
+def _cached_compute(view: AnalysisBase, compute: Any, batch: Any = None, key: Any = None) -> Any:
+    """`compute(batch, key)` through cache_dir: the analysis batch, or a given one keyed by a digest of its bytes."""
+    if key is not None:
+        return compute(batch, key)
+    return cached_results(view, lambda: compute(batch), "batch" if batch is None else batch_digest(batch))
+
+
+def batch_digest(batch: Mapping[str, Any]) -> str:
+    """A digest of a batch's fields (names, shapes, dtypes, bytes): the cache key of a caller's own batch."""
+    digest = hashlib.sha256()
+    for name in sorted(batch):
+        value = np.asarray(batch[name])
+        digest.update(f"{name}{value.shape}{value.dtype}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
 def ready(trainer: BaseTrainer, checked: list[Checked]) -> None:
-    """Set the compilation cache the cfgs name, then give the trainer state once through its own setup().
+    """Give the trainer state once through its own setup().
 
     A trainer with `base` restores that checkpoint and attaches to the node (no new node, no status change).
     """
-    for item in checked:
-        if item.cfg.cache_dir is not None:
-            enable_compilation_cache(item.cfg.cache_dir)
     if trainer.state is None:
         trainer.setup(attach=True)
 
 
 def analysis_for(obj: Any, cfg: Any = None) -> AnalysisBase:
-    """The analysis to run: `obj` itself (an analysis, no cfg), or `cfg` bound to the trainer `obj`; with state."""
+    """The analysis to run: `cfg`, else the cfg `AnalysisCfg.apply` attached, bound to the trainer `obj`, or `obj`
+    itself (an analysis, no cfg); with state."""
+    if cfg is None and not isinstance(obj, AnalysisBase):
+        cfg = getattr(obj, "analysis_cfg", None)
     if cfg is None:
         if not isinstance(obj, AnalysisBase):
             raise UsageError(f"{type(obj).__name__} is a trainer: pass analysis_cfg=AnalysisCfg('<analysis name>') "
-                             "to choose the analysis")
+                             "or attach one first with AnalysisCfg(...).apply(trainer)")
         ready(obj, [])
         return obj
     if not isinstance(obj, BaseTrainer):
@@ -222,37 +232,76 @@ def analysis_for(obj: Any, cfg: Any = None) -> AnalysisBase:
 
 
 # -- running --------------------------------------------------------------------------------
-def execute_analysis_op(obj: Any, batch: Mapping[str, Any] | None = None, analysis_cfg: Any = None,
-                        analysis_inputs: Mapping[str, Any] | None = None) -> Any:
-    """One batch's results in memory (NumPy, gathered across processes); batch None = the analysis batch.
+def check_batch_idx(batch_idx: Any) -> int:
+    """A batch index, or a UsageError for a cfg passed where the seed-002 signature has batch_idx."""
+    if isinstance(batch_idx, bool) or not isinstance(batch_idx, (int, np.integer)) or batch_idx < 0:
+        raise UsageError(f"batch_idx must be an int >= 0, got {batch_idx!r}; the signature is (trainer, batch=None, "
+                         "batch_idx=0, analysis_cfg=None, analysis_inputs=None): pass the cfg as analysis_cfg=...")
+    return int(batch_idx)
 
-    `analysis_inputs` hold for this call only, over the config-backed values (`analysis.analysis_inputs`).
+
+def _batch(analysis: AnalysisBase, batch: Mapping[str, Any] | None, batch_idx: int) -> Mapping[str, Any]:
+    """The caller's batch, else batch `batch_idx` of one pass over the analysis split (padded if short)."""
+    if batch is not None:
+        return batch
+    if batch_idx == 0:
+        return analysis.analysis_batch()
+    return analysis.pass_batch(analysis.SPLIT, batch_idx)[0]
+
+
+def execute_analysis_op(obj: Any, batch: Mapping[str, Any] | None = None, batch_idx: int = 0,
+                        analysis_cfg: Any = None, analysis_inputs: Mapping[str, Any] | None = None) -> AnalysisBatch:
+    """One batch's results in memory as an AnalysisBatch (NumPy, gathered across processes).
+
+    The cfg is `analysis_cfg`, else `obj.analysis_cfg`; batch None = batch `batch_idx` of the analysis
+    split. `analysis_inputs` hold for this call only, over the config-backed values (`analysis_inputs`).
     """
     analysis = analysis_for(obj, analysis_cfg)
+    chosen = _batch(analysis, batch, check_batch_idx(batch_idx))
     with analysis.inputs_for_call(analysis_inputs):
-        return analysis.compute(analysis.analysis_batch() if batch is None else batch)
+        results = analysis.compute(chosen)  # through cache_dir when the cfg names one (see bind)
+    return AnalysisBatch(results, batch_idx)
 
 
-def execute_analysis_step(obj: Any, batch: Mapping[str, Any] | None = None, analysis_cfg: Any = None,
+def execute_analysis_step(obj: Any, batch: Mapping[str, Any] | None = None, batch_idx: int = 0,
+                          analysis_cfg: Any = None,
                           analysis_inputs: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """Serialized rows (one dict per example) of one batch of a table analysis, validated against its schema."""
     analysis = analysis_for(obj, analysis_cfg)
     with analysis.inputs_for_call(analysis_inputs):
-        rows = step_rows(analysis, analysis.analysis_batch() if batch is None else batch)
+        rows = step_rows(analysis, _batch(analysis, batch, check_batch_idx(batch_idx)))
     yield from rows
 
 
-def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> dict[str, Any]:
-    """Check every cfg, give the trainer state once, then run each analysis in turn on it; returns {name: result}.
+register_step_runner(execute_analysis_step)
+
+
+def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> AnalysisStore:
+    """Check every cfg, give the trainer state once, then run each analysis in turn on it, in the analysis phase.
 
     Each analysis fires on_analysis_start, on_analysis_epoch_end (per pass) and on_analysis_end.
-    A table analysis returns its Dataset (process 0); others return their gathered results.
+    Returns an AnalysisStore: `out[name]` is a table analysis's Dataset (process 0) or an analysis's
+    gathered results; `out.entry(name)` adds the node and the artifacts saved there.
     """
     if not cfgs:
         raise UsageError("run_analysis needs at least one analysis (an AnalysisCfg, a registered name or a class)")
     checked = check_cfgs(trainer, cfgs)
-    ready(trainer, checked)
-    return {item.name: bind(trainer, item).run() for item in checked}
+    with session(trainer, Phase.ANALYSIS):
+        ready(trainer, checked)
+        return AnalysisStore({item.name: _entry(bind(trainer, item)) for item in checked})
+
+
+def _entry(view: AnalysisBase) -> AnalysisEntry:
+    """Run a bound analysis and describe what it left: the node, its artifacts there, its table or results."""
+    value = view.run()
+    name, node = view.NAME, view.node
+    is_table = view.output_schema() is not None
+    saved = set(view.lineage.store.artifact_names(node)) if view.is_writer else set()
+    artifacts = tuple(a for a in (name, table_artifact(name)) if a in saved)
+    if not is_table:
+        return AnalysisEntry(name, node, artifacts, results=value)
+    dataset = load_table(view.lineage.store, node, name) if table_artifact(name) in saved else value
+    return AnalysisEntry(name, node, artifacts, dataset=dataset)
 
 
 register_analysis_runner(run_analysis)

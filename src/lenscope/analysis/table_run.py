@@ -8,6 +8,7 @@ plus the Arrow writer's buffer, whatever the split size.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -21,9 +22,10 @@ from typing import Any
 
 from ..config import field
 from ..errors import LenscopeError, UsageError
-from ..files import atomic_path, write_atomic
+from ..files import atomic_path
 from ..training.placement import to_host
 from ..training.progress import Progress
+from .cache import cached_rows
 from .publish import render
 from .tables import Column, batch_rows, features, parse_schema
 
@@ -136,10 +138,15 @@ def run_table(analysis: Any) -> Any:
     analysis.on_analysis_start()
     progress = Progress(count, desc=f"{analysis.NAME} (table)") if writer else None
 
+    step = getattr(analysis, "row_step", None) or (lambda batch, index: step_rows(analysis, batch))
+
+    def batch_rows_of(index: int) -> list[dict[str, Any]]:
+        batch, real = analysis.pass_batch(split, index)
+        return list(itertools.islice(step(batch, index), real))  # a short last batch is padded
+
     def rows() -> Iterator[dict[str, Any]]:
         for index in range(count):
-            batch, real = analysis.pass_batch(split, index)
-            yield from itertools.islice(step_rows(analysis, batch), real)  # a short last batch is padded
+            yield from cached_rows(analysis, schema, index, functools.partial(batch_rows_of, index))
             if progress is not None:
                 progress.update()
 
@@ -158,15 +165,22 @@ def run_table(analysis: Any) -> Any:
     return dataset
 
 
+def table_artifact(name: str) -> str:
+    """The artifact name of analysis NAME's table: its file name, NAME.parquet (the figure is artifact NAME)."""
+    return f"{name}.parquet"
+
+
 def publish_table(analysis: Any, dataset: Any) -> Path:
-    """NAME.parquet in results and on the node (same bytes); plot(dataset) beside it as NAME.pdf / NAME.json."""
+    """NAME.parquet in results and on the node as artifact NAME.parquet (same bytes); plot(dataset) beside it as
+    NAME.pdf / NAME.json, artifact NAME, as any analysis's figure."""
     name, folder = analysis.NAME, analysis.results_dir()
     rows = analysis.data.global_batch_size(analysis.SPLIT)
-    path = write_parquet(dataset, folder / f"{name}.parquet", rows)
-    analysis.lineage.put_artifact(name, f"{name}.parquet", path.read_bytes())  # the store takes bytes
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{name}.") as staging:  # file and artifact: both or neither
+        content = write_parquet(dataset, Path(staging) / f"{name}.parquet", rows).read_bytes()
+    path = analysis.lineage.save(folder / f"{name}.parquet", table_artifact(name), content)
     rendered = render(name, analysis.plot(dataset))
     if rendered is not None:
         filename, figure = rendered
-        write_atomic(folder / filename, figure)
-        analysis.lineage.put_artifact(f"{name}.plot", filename, figure)
+        analysis.lineage.save(folder / filename, name, figure)
     return path

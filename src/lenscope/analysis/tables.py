@@ -229,9 +229,13 @@ def dataset_from_parquet_bytes(content: bytes) -> Any:
 
 
 def load_table(store: Any, node: Any, name: str, version: int | None = None) -> Any:
-    """The table artifact `name` on `node` as a `datasets.Dataset` (`store` is a Store, URL or folder)."""
+    """The table of analysis `name` on `node` as a `datasets.Dataset` (`store` is a Store, URL or folder).
+
+    `name` is the analysis NAME (its table is artifact NAME.parquet) or an artifact name itself.
+    """
     store = store if isinstance(store, Store) else Store(store)
-    payload = store.artifact(node, name, version=version)
+    table = name if name.endswith(".parquet") else f"{name}.parquet"
+    payload = store.artifact(node, table if table in store.artifact_names(node) else name, version=version)
     if not payload.filename.endswith(".parquet"):
         raise UsageError(f"artifact {name!r} on {node} is {payload.filename!r}, not a table (.parquet); "
                          "tables are written by analyses that declare SCHEMA")

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 PROVIDER = "lenscope.analysis"  # the one module that registers the analysis runner when imported
 
 
 class AnalysisRunner(Protocol):
-    """Runs analyses (AnalysisCfg objects, names or classes) on a trainer's state; returns {name: result}."""
+    """Runs analyses (AnalysisCfg objects, names or classes) on a trainer's state; returns an analysis store (a
+    mapping name -> result)."""
 
-    def __call__(self, trainer: Any, *cfgs: Any) -> dict[str, Any]: ...
+    def __call__(self, trainer: Any, *cfgs: Any) -> Mapping[str, Any]: ...
 
 
 _SLOT: dict[str, AnalysisRunner] = {}

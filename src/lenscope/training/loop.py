@@ -11,7 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .interrupts import shielded
+from .kinds import evaluating, stepping
 from .metrics import MetricLog, table
+from .phase import Phase, session
 from .placement import place_batch, to_host
 from .progress import Progress
 from .state import TrainState
@@ -23,12 +26,14 @@ def due(step: int, interval: int, *, last: bool = False) -> bool:
 
 
 class TrainingLoop:
-    """run(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
+    """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
+
+    phase: Phase | None = None  # Phase.TRAIN / TEST / ANALYSIS while one runs (hooks read it); None between
 
     def _init_loop(self) -> None:
         self._metric_log = MetricLog()
         self._train_step = jax.jit(self.train_step, donate_argnums=0)
-        self._eval_step = jax.jit(self.eval_step)
+        self._eval_step = jax.jit(evaluating(self.eval_step))  # (params, model_state, batch)
         self._accumulate = jax.jit(lambda total, new: jax.tree_util.tree_map(jnp.add, total, new))
         self._whole_split_batches: dict[str, dict[str, jax.Array]] = {}
 
@@ -38,6 +43,24 @@ class TrainingLoop:
 
     def on_train_end(self) -> None:
         """Called once after the last training step."""
+
+    def on_train_epoch_start(self, epoch: int) -> None:
+        """Called before the first step of each pass over the training split (and of a resumed run's first pass)."""
+
+    def on_train_epoch_end(self, epoch: int) -> None:
+        """Called after the step that completes a pass over the training split (epoch counts from 0)."""
+
+    def on_test_batch_start(self, batch: Mapping[str, jax.Array], batch_idx: int) -> None:
+        """Called before each test batch is evaluated."""
+
+    def on_train_session_end(self) -> None:
+        """Called when train()/run() ends, also after an error."""
+
+    def on_test_session_end(self) -> None:
+        """Called when test() ends, also after an error."""
+
+    def on_analysis_session_end(self) -> None:
+        """Called when run_analysis() ends, also after an error."""
 
     def on_validation_end(self, metrics: Mapping[str, float]) -> None:
         """Called after each validation pass with its metrics."""
@@ -56,12 +79,12 @@ class TrainingLoop:
 
     def train_step(self, state: TrainState, batch: Mapping[str, jax.Array]) -> tuple[TrainState, dict]:
         """One optimizer step; pure, jitted with the state donated."""
-        grad_fn = jax.value_and_grad(self.loss, has_aux=True)
-        (loss, aux), grads = grad_fn(state.params, batch, self.step_key(state))
+        grad_fn = jax.value_and_grad(stepping(self.model_kind, self.loss, state.model_state), has_aux=True)
+        (loss, (aux, model_state)), grads = grad_fn(state.params, batch, self.step_key(state))
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics = {**aux, "loss": loss, "grad_norm": optax.tree.norm(grads), "lr": self.schedule(state.step)}
-        return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+        return state.replace(step=state.step + 1, params=params, opt_state=opt_state, model_state=model_state), metrics
 
     def eval_step(self, params: Any, batch: Mapping[str, jax.Array]) -> dict:
         """Loss and auxiliary metrics of one batch without gradients."""
@@ -93,12 +116,22 @@ class TrainingLoop:
 
     def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The pure forward pass analyses capture from: the model applied to the batch inputs."""
-        return self.model.apply({"params": state.params}, *self.model_inputs(batch))
+        return self.module(state.params, state.model_state)(*self.model_inputs(batch))
 
     # -- loops ---------------------------------------------------------------------
+    def train(self) -> None:
+        """The train entry point: run() (the job entry point) in the train phase."""
+        return self.run()
+
     def run(self) -> None:
-        """Train to `training/steps`: step, report, validate, checkpoint, tick."""
+        """Train to `training/steps` in the train phase: step, report, validate, checkpoint, tick."""
+        with session(self, Phase.TRAIN):
+            self._train_steps()
+
+    def _train_steps(self) -> None:
+        """The training loop proper; epoch hooks fire at each pass over the training split."""
         self.setup()
+        per_epoch = self.data.num_batches("train")
         self._tandem.warm()
         args, start = self.args, int(self.state.step)
         progress = Progress(args.steps, initial=start, desc=self.name)
@@ -106,6 +139,8 @@ class TrainingLoop:
         totals, count, t0 = None, 0, time.perf_counter()
         try:
             for step in range(start + 1, args.steps + 1):
+                if step == start + 1 or (step - 1) % per_epoch == 0:
+                    self.on_train_epoch_start((step - 1) // per_epoch)
                 self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
                 self.tick()
                 totals = metrics if totals is None else self._accumulate(totals, metrics)
@@ -116,16 +151,22 @@ class TrainingLoop:
                     values["train/steps_per_s"] = count / (time.perf_counter() - t0)
                     values["train/step"] = step
                     self.lineage.record(values)
-                    progress.show({"loss": values["train/loss"]})
+                    progress.show({"loss": values["train/loss"]}, rate=values["train/steps_per_s"])
                     totals, count, t0 = None, 0, time.perf_counter()
                 if due(step, args.validation_interval):
                     values = self.validate()
                     progress.show({"val_loss": values["val/loss"], "val_acc": values.get("val/accuracy", np.nan)})
                 if due(step, args.checkpoint_interval, last=step == args.steps):
                     self.save_checkpoint()
+                if step % per_epoch == 0:
+                    self.on_train_epoch_end(step // per_epoch - 1)
+        except KeyboardInterrupt:
+            self._tandem.stop()  # finish or abandon the files being saved; start no more
+            raise
         finally:
             progress.close()
             self._tandem.wait()  # the last validation's figures are saved before the node is marked done
+            self._tandem.report()
         self.on_train_end()
 
     def evaluate(self, split: str) -> dict[str, float]:
@@ -135,7 +176,8 @@ class TrainingLoop:
             batches = min(batches, self.args.eval_batches)
         metrics = MetricLog()
         for index in range(batches):
-            metrics.add_all(to_host(self._eval_step(self.state.params, self.batch(split, index))))
+            batch = self.batch(split, index)
+            metrics.add_all(to_host(self._eval_step(self.state.params, self.state.model_state, batch)))
         return metrics.means()
 
     def validate(self) -> dict[str, float]:
@@ -148,20 +190,29 @@ class TrainingLoop:
 
     def save_checkpoint(self) -> None:
         """Write the state asynchronously to the current node's checkpoint folder."""
-        node = self.lineage.flush()
-        step = int(self.state.step)
-        self._checkpoints.save(self.store.checkpoint_dir(node), self.state, step,
-                               lambda path, s: self.lineage.mark_checkpoint(node, path, s))
+        self._checkpoints.wait()  # the previous save commits first (interruptible: nothing is half-handed over)
+        with shielded():  # an interrupt waits until Orbax has the state and its commit is under way
+            node = self.lineage.flush()
+            step = int(self.state.step)
+            self._checkpoints.save(self.store.checkpoint_dir(node), self.state, step,
+                                   lambda path, s: self.lineage.mark_checkpoint(node, path, s))
 
     def test(self, split: str = "test") -> dict[str, float]:
-        """Evaluate `split` through `test_step`, print the accumulated metrics and record them."""
+        """Evaluate `split` through `test_step` in the test phase, print the accumulated metrics and record them."""
+        with session(self, Phase.TEST):
+            return self._test_split(split)
+
+    def _test_split(self, split: str) -> dict[str, float]:
+        """The test loop proper; on_test_batch_start fires before each batch."""
         self.setup()
         self._metric_log.reset()
         batches = self.data.num_batches(split)
         if self.args.eval_batches > 0:
             batches = min(batches, self.args.eval_batches)
         for index in range(batches):
-            self.test_step(self.batch(split, index), index)
+            batch = self.batch(split, index)
+            self.on_test_batch_start(batch, index)
+            self.test_step(batch, index)
         means = self._metric_log.means()
         if self.is_writer:
             print(table(f"{split} ({self.node})", means), flush=True)
@@ -171,7 +222,7 @@ class TrainingLoop:
 
     def test_step(self, batch: Mapping[str, jax.Array], index: int) -> None:
         """Default test step: log the eval metrics of the batch."""
-        self.log_dict(to_host(self._eval_step(self.state.params, batch)))
+        self.log_dict(to_host(self._eval_step(self.state.params, self.state.model_state, batch)))
 
     def log(self, name: str, value: Any) -> None:
         """Accumulate a metric for the current epoch (mean over calls)."""
