@@ -14,12 +14,13 @@ from typing import Any, TypeVar
 
 from ..config import hydrate, to_yaml
 from ..errors import StoreError, UsageError, hint
-from ..files import write_atomic
 from ..registry import jobs, resolve
-from ..runner import build_job, run_analyses, run_job
 from ..store import Node, Store
+from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
+from .hints import check_words
+from .output import checked_filename, output_path, write_output
 
 R = TypeVar("R")
 _TEXT_KEYS = {"node", "name", "nonce", "status", "node_name", "filename", "sha256"}  # --where VALUE stays text
@@ -28,37 +29,7 @@ _ARTIFACT_COLUMNS = ("node", "name", "version", "filename", "size")
 _DEFAULT_VALUE_COLUMNS = 6
 
 
-# ---- run, configure, jobs -----------------------------------------------------------------------
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a job (or analyses on its state) and print `node <address>` last."""
-    if args.branch and not args.base:
-        raise UsageError("--branch needs --base NODE (the node to branch from)")
-    if args.base:
-        with _open(args.store) as store:
-            _lookup(store, args.base, store.status)
-    if args.analysis:
-        node = run_analyses(args.job, args.analysis, args.sources, base=args.base, store=args.store)
-    else:
-        node = _run(args)
-    print(f"node {node}", flush=True)
-    return 0
-
-
-def _run(args: argparse.Namespace) -> Node:
-    """Build and run the job; a failure carries a note naming the node it marked failed."""
-    instance = build_job(args.job, args.sources, base=args.base, store=args.store)
-    try:
-        return run_job(instance, branch=args.branch)
-    except BaseException as err:
-        try:
-            node = instance.node
-        except Exception:  # failed before setup chose a node
-            node = None
-        if node is not None:
-            err.add_note(f"node {node} marked failed")
-        raise
-
+# ---- configure, jobs (run: cli/run.py) -----------------------------------------------------------------------
 
 def cmd_configure(args: argparse.Namespace) -> int:
     """Print the job's whole config (defaults, or with the given sources) as commented YAML."""
@@ -68,13 +39,20 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    """List registered jobs with their one-line description."""
-    registered = jobs()
-    width = max((len(name) for name in registered), default=0)
-    for name, cls in registered.items():
-        doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"{name:<{width}}  {doc[0] if doc else ''}".rstrip())
+    """List registered jobs, then the registered ops (marked [op]; run with --analysis), with their descriptions."""
+    from ..analysis import registry as ops  # lazy: the op registry's layer loads JAX; ls/show/get start without it
+
+    rows = [(name, _summary(cls)) for name, cls in jobs().items()]
+    rows += [(name, f"[op] {_summary(ops.get(name))}") for name in ops.names()]
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, text in rows:
+        print(f"{name:<{width}}  {text}".rstrip())
     return 0
+
+
+def _summary(cls: type) -> str:
+    """The first paragraph of a class's docstring, on one line."""
+    return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 # ---- store access -------------------------------------------------------------------------------
@@ -171,6 +149,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows = [latest] if latest is not None else []
         else:
             rows = query.select(keys)
+        if not rows:
+            check_words(store, args)  # a typo in a name or key is an error with a hint, not "no nodes match"
+        rows = mark_stale(store, rows)  # a running node whose job died shows as stale (#12.2)
     rows = [_plain(r) for r in rows]
     if args.json:
         print(_json(rows))
@@ -241,12 +222,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _open(args.store) as store:
         record = _lookup(store, args.node, store.get)
         children = store.children(record.node)
+        status = mark_stale(store, [{"node": str(record.node), "status": record.status}])[0]["status"]
     data = {
-        "node": str(record.node), "status": record.status, "error": record.error, "created": record.created,
+        "node": str(record.node), "status": status, "error": record.error, "created": record.created,
         "parents": [str(p) for p in record.parents], "children": [str(c) for c in children],
         "checkpoint": str(record.checkpoint) if record.checkpoint else None,
         "values": record.values,
-        "artifacts": {name: {"filename": p.filename, "size": len(p.content)} for name, p in record.artifacts.items()},
+        "artifacts": {name: {"filename": p.filename, "size": p.size} for name, p in record.artifacts.items()},
         "config": record.config,
     }
     if args.json:
@@ -286,17 +268,14 @@ def cmd_get(args: argparse.Namespace) -> int:
     """Write an artifact's exact bytes to a file (atomically) or stdout."""
     with _open(args.store) as store:
         payload = _lookup(store, args.node, lambda n: _artifact(store, n, args.name, args.version), args.name)
+    checked_filename(payload.filename, f"artifact {args.name!r} on {args.node}")
+    out = output_path(args.output, payload.filename) if args.output else None  # checked before any byte is read
     content = payload.content
-    if not args.output:
+    if out is None:
         sys.stdout.buffer.write(content)
         sys.stdout.buffer.flush()
         return 0
-    out = Path(args.output)
-    if out.is_dir():
-        out = out / payload.filename
-    if not out.parent.is_dir():
-        raise UsageError(f"cannot write {str(out)!r}: folder {str(out.parent)!r} does not exist")
-    write_atomic(out, content)
+    write_output(out, content)
     print(f"wrote {out} ({len(content)} bytes)", file=sys.stderr)
     return 0
 

@@ -36,8 +36,8 @@ class StoreBase:
             self.root.mkdir(parents=True, exist_ok=True)
             if self._location.sqlite_file is not None:
                 self._location.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-        if not self.readonly or self._location.sqlite_file is None or self._location.sqlite_file.exists():
-            self._engine()
+        if not self.readonly:
+            self._engine()  # a readonly store opens on first use: process 0 of a job may still be creating it
 
     def _engine(self) -> Engine:
         """The engine, created (and the schema checked) on first use."""
