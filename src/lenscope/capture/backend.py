@@ -39,7 +39,8 @@ class ModuleCall:
         return DebugInputs.bind(self.function, self.args, self.kwargs)
 
 
-# on_call(call, proceed): proceed() runs the intercepted call as given and returns its output.
+# on_call(call, proceed): proceed() runs the intercepted call as given and returns its output;
+# proceed(args, kwargs) runs it with replacement arguments instead (input patching, capture/patch.py).
 Interceptor = Callable[[ModuleCall, Callable[[], Any]], Any]
 
 

@@ -108,16 +108,21 @@ class ClassInterception:
         call = ModuleCall(module, "__call__", self._path(module), types.MethodType(original, module), args, kwargs)
         handlers = list(state.handlers)
 
-        def run(level: int) -> Any:
+        def run(level: int, given: tuple, named: dict) -> Any:
             if level < 0:
                 state.running.append(module)
                 try:
-                    return original(module, *args, **kwargs)
+                    return original(module, *given, **named)
                 finally:
                     state.running.pop()
-            return handlers[level](call, lambda: run(level - 1))
 
-        return run(len(handlers) - 1)
+            def proceed(new_args: tuple | None = None, new_kwargs: dict | None = None) -> Any:
+                return run(level - 1, given if new_args is None else new_args,
+                           named if new_kwargs is None else new_kwargs)
+
+            return handlers[level](call, proceed)
+
+        return run(len(handlers) - 1, args, kwargs)
 
     def _path(self, module: Any) -> str | None:
         """The module's path: known from an earlier root, or '' as a new root; None if made inside a forward."""

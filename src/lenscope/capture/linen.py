@@ -39,7 +39,11 @@ class LinenBackend:
             module = context.module
             path = module_path(module) if module.scope is not None else None
             call = ModuleCall(module, context.method_name, path, context.orig_method, args, kwargs)
-            return on_call(call, lambda: next_fun(*args, **kwargs))
+            def proceed(new_args: tuple | None = None, new_kwargs: dict | None = None) -> Any:
+                return next_fun(*(args if new_args is None else new_args),
+                                **(kwargs if new_kwargs is None else new_kwargs))
+
+            return on_call(call, proceed)
 
         with nn.intercept_methods(interceptor):
             yield

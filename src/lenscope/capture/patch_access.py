@@ -1,0 +1,100 @@
+"""Interventions: the analysis methods `self.batch`, `self.forward(inputs, patch=...)` and `self.gradients(...)`.
+
+Inside `analyze()` they read the traced state and batch of the running capture (one compiled program);
+anywhere else they use the analysis's concrete state and its analysis batch (eager, for notebooks).
+Mixed into AnalysisBase first, so its `trace` records the traced arguments around the trainer's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any, Literal
+
+import jax
+
+from .choose import backend_for
+from .patch import Patch, gradients, patched, record
+
+__all__ = ["CurrentBatch", "Interventions"]
+
+# (owner, state, batch, key) while an analysis's forward is being traced
+_TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_traced", default=None)
+
+
+class CurrentBatch(Mapping[str, Any]):
+    """`self.batch`: the batch being analyzed as a Mapping (traced in analyze), and callable as the trainer's
+    `batch(split, index)` method, so both spellings keep working."""
+
+    def __init__(self, owner: Any, method: Callable[..., Any]) -> None:
+        self._owner, self._method = owner, method
+
+    def __call__(self, split: str, index: int = 0) -> Any:
+        """The trainer's `batch(split, index)`: batch `index` of `split`, placed outside any trace."""
+        return self._method(split, index)
+
+    def _current(self) -> Mapping[str, Any]:
+        traced = _TRACED.get()
+        if traced is not None and traced[0] is self._owner:
+            return traced[2]
+        return self._owner.analysis_batch()  # eager: the batch compute() would analyze
+
+    def __getitem__(self, key: str) -> Any:
+        return self._current()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"CurrentBatch({dict(self._current())!r})"
+
+
+class Interventions:
+    """Run the model again with patches, record activations, take gradients at module outputs."""
+
+    def trace(self, state: Any, batch: Mapping[str, Any], key: Any) -> Any:
+        """The trainer's forward, with (state, batch, key) readable by `self.batch` and `self.forward` meanwhile."""
+        token = _TRACED.set((self, state, batch, key))
+        try:
+            return super().trace(state, batch, key)  # type: ignore[misc]
+        finally:
+            _TRACED.reset(token)
+
+    @property
+    def batch(self) -> CurrentBatch:
+        """The current batch (a Mapping: `self.batch["labels"]`), also callable as `self.batch(split, index)`."""
+        return CurrentBatch(self, super().batch)  # type: ignore[misc]
+
+    def _state(self) -> Any:
+        traced = _TRACED.get()
+        return traced[1] if traced is not None and traced[0] is self else self.state  # type: ignore[attr-defined]
+
+    def _model_fn(self, inputs: Any) -> tuple[Callable[..., Any], tuple]:
+        """A forward of the current state's model on `inputs` (a batch Mapping, a tuple of arguments, or an array)."""
+        state = self._state()
+        model = self.module(state.params, state.model_state)  # type: ignore[attr-defined]
+        if isinstance(inputs, Mapping):
+            inputs = self.model_inputs(inputs)  # type: ignore[attr-defined]
+        return (lambda *a: model(*a)), (inputs if isinstance(inputs, tuple) else (inputs,))
+
+    def forward(self, inputs: Any, patch: Patch | None = None, *,
+                on: Literal["output", "inputs"] = "output") -> Any:
+        """The model's output on `inputs` with `patch` {path: fn} applied (see capture.patched); vmap-able."""
+        fn, args = self._model_fn(inputs)
+        return patched(fn, args, patch or {}, on=on, backend=backend_for(self.model))  # type: ignore[attr-defined]
+
+    def activations(self, inputs: Any, paths: Sequence[str], patch: Patch | None = None, *,
+                    on: Literal["output", "inputs"] = "output") -> tuple[Any, dict]:
+        """(output, {path: output of its first call}) on `inputs`, with optional output patches; on="inputs":
+        {path: its first call's DebugInputs}."""
+        fn, args = self._model_fn(inputs)
+        return record(fn, args, paths, patch, on=on, backend=backend_for(self.model))  # type: ignore[attr-defined]
+
+    def gradients(self, inputs: Any, paths: Sequence[str], metric: Callable[[Any], jax.Array],
+                  patch: Patch | None = None) -> tuple[jax.Array, dict, dict]:
+        """(metric, {path: activation}, {path: d metric / d activation}) from one forward and one backward."""
+        fn, args = self._model_fn(inputs)
+        return gradients(fn, args, paths, metric, patch, backend=backend_for(self.model))  # type: ignore[attr-defined]
