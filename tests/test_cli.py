@@ -127,6 +127,8 @@ def test_jobs_lists_registered_jobs_with_descriptions(trained):
     lines = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"grokking/train", "grokking/fourier", "grokking/summary"} <= set(lines)
     assert "AdamW" in lines["grokking/train"]
+    for op in ("activation_stats", "attention_patterns", "logit_lens", "weight_spectrum"):  # #11.12: ops too
+        assert lines[op].split()[1] == "[op]", lines[op]
 
 
 @pytest.mark.slow
@@ -142,17 +144,20 @@ def test_file_job_branches_from_a_base_node(trained):
 
 
 @pytest.mark.slow
-def test_failing_job_exits_1_with_one_line_and_marks_its_node_failed(trained):
+def test_failing_job_exits_2_with_one_line_showing_the_users_frame_and_marks_its_node_failed(trained):
+    # #11.6 changed this from exit 1: an exception raised by the user's own code is the user's error (2)
     result = lenscope("run", str(trained.root / "my_jobs.py") + ":Boom", "--store", trained.store, *TINY,
                       cwd=trained.root)
-    line = one_error_line(result, code=1)
+    line = one_error_line(result, code=2)
     assert "RuntimeError: boom at the first step" in line and "--debug" in line
+    raising = next(i for i, text in enumerate(JOB_FILE.splitlines(), 1) if "raise RuntimeError" in text)
+    assert f'in your code at my_jobs.py:{raising}, in run: raise RuntimeError("boom at the first step")' in line
     failed = Node.parse(line.split("node ")[1].split()[0])
     assert failed.name == "my_jobs.Boom"
     with Store(trained.store, readonly=True) as store:
         assert store.status(failed) == "failed" and "boom" in store.get(failed).error
     debug = lenscope("run", "my_jobs.py:Boom", "--store", trained.store, "--debug", *TINY, cwd=trained.root)
-    assert debug.rc == 1 and "Traceback (most recent call last)" in debug.err and "boom" in debug.err
+    assert debug.rc == 2 and "Traceback (most recent call last)" in debug.err and "boom" in debug.err
 
 
 # ---- ls, show, get -------------------------------------------------------------------------------
@@ -289,12 +294,12 @@ def small(tmp_path):
 
 
 LS = [
-    ([], "a0 a1 b0"),
-    (["--name", "grokking/train"], "a0 a1"),
-    (["--name", "probe.run", "--name", "grokking/train"], "a0 a1 b0"),
-    (["--nonce", "{nonce}"], "a0 a1"),
-    (["--status", "failed"], "b0"),
-    (["--status", "done", "--status", "failed"], "a0 a1 b0"),
+    (["--nodes"], "a0 a1 b0"),
+    (["--nodes", "--name", "grokking/train"], "a0 a1"),
+    (["--nodes", "--name", "probe.run", "--name", "grokking/train"], "a0 a1 b0"),
+    (["--nodes", "--nonce", "{nonce}"], "a0 a1"),
+    (["--nodes", "--status", "failed"], "b0"),
+    (["--nodes", "--status", "done", "--status", "failed"], "a0 a1 b0"),
     (["--where", "loss", "<", "2.5"], "a1 b0"),
     (["--where", "phase", "==", "early"], "a0 b0"),
     (["--where", "phase", "in", "late,other"], "a1"),
@@ -302,14 +307,14 @@ LS = [
     (["--where", "phase", "like", "ea%"], "a0 b0"),
     (["--sort", "loss"], "a1 b0 a0"),
     (["--sort", "loss", "--desc", "--limit", "1"], "a0"),
-    (["--desc"], "b0 a1 a0"),
+    (["--nodes", "--desc"], "b0 a1 a0"),
     (["--checkpoint"], "a1"),
     (["--lineage", "{a1}"], "a0 a1"),
     (["--seq", "1"], "a1"),
     (["--latest", "--name", "grokking/train"], "a1"),
     (["--artifact"], "a0 a1"),
     (["--artifact", "summary"], "a1"),
-    (["--artifact", "nothing"], ""),
+    (["--artifact", "summary", "--seq", "0"], ""),  # a valid filter matching nothing: exit 0, no rows
 ]
 
 
@@ -323,6 +328,34 @@ def run_main(*args: str) -> int:
 def test_ls_filters(small, capsys, args, expected):
     assert run_main("ls", "--store", small["root"], "-q", *[a.format(**small) for a in args]) == 0
     assert capsys.readouterr().out.split() == [small[k] for k in expected.split()]
+
+
+RUNS = [
+    ([], "a1 b0"),  # one row per lineage: its latest node
+    (["--name", "grokking/train"], "a1"),
+    (["--status", "failed"], "b0"),
+    (["--nonce", "{nonce}"], "a1"),
+    (["--limit", "1"], None),
+]
+
+
+@pytest.mark.parametrize("args,expected", RUNS, ids=[" ".join(a) or "all" for a, _ in RUNS])
+def test_ls_lists_one_row_per_run_by_default(small, capsys, args, expected):
+    assert run_main("ls", "--store", small["root"], "-q", *[a.format(**small) for a in args]) == 0
+    out = capsys.readouterr().out.split()
+    if expected is None:
+        assert len(out) == 1
+    else:
+        assert sorted(out) == sorted(small[k] for k in expected.split())
+
+
+def test_ls_runs_table_and_json(small, capsys):
+    assert run_main("ls", "--store", small["root"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["node", "status", "steps"] and len(table) == 3
+    assert run_main("ls", "--store", small["root"], "--json", "--name", "grokking/train") == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["node"] == small["a1"] and row["nodes"] == 2 and row["run"] == small["a1"].rsplit(":", 1)[0]
 
 
 def test_ls_json_keys_and_artifact_rows(small, capsys):
@@ -350,3 +383,35 @@ def test_help_of_each_subcommand(command, capsys):
     with pytest.raises(SystemExit) as stop:
         run_main(command, "--help")
     assert stop.value.code == 0 and capsys.readouterr().out.startswith(f"usage: lenscope {command}")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--artifact", "nothing"], "this store has no artifact name 'nothing'; its artifact names: plot, summary"),
+    (["--name", "grokking/trian"], "no node name 'grokking.trian' (did you mean grokking.train?)"),
+    (["--nonce", "abcdef"], "no lineage nonce 'abcdef'"),
+    (["--where", "los", "<", "3"], "no value key 'los' (did you mean loss?)"),
+    (["--where", "phase", "==", "middle", "--where", "los", "<", "3"], "no value key 'los'"),
+])
+def test_ls_says_which_word_the_store_lacks_when_nothing_matches(small, capsys, args, message):
+    """#11.9: a filter that cannot match because its name or key does not exist is a typo: exit 2 with a hint."""
+    assert run_main("ls", "--store", small["root"], *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert run_main("ls", "--store", small["root"], "--where", "loss", ">", "100") == 0  # known key, no rows
+    assert capsys.readouterr().err == "no nodes match\n"
+
+
+def test_get_into_a_folder_to_stdout_and_never_onto_special_files(small, tmp_path, capsysbinary):
+    """#11.5, #12.4: DIR/ or an existing folder takes the artifact's filename; `-o -` is stdout."""
+    folder = tmp_path / "figures"
+    get = ["get", small["a1"], "summary", "--store", small["root"], "-o"]
+    assert run_main(*get, f"{folder}/") == 2 and not folder.exists()
+    assert "it does not exist (a trailing '/' means 'into this folder'" in capsysbinary.readouterr().err.decode()
+    folder.mkdir()
+    assert run_main(*get, f"{folder}/") == 0 and (folder / "summary.json").read_bytes() == b'{"v": 2}\n'
+    assert run_main(*get, str(folder / "named.json")) == 0 and (folder / "named.json").exists()
+    assert run_main(*get, "-") == 0 and capsysbinary.readouterr().out == b'{"v": 2}\n'
+    (folder / "link").symlink_to(folder / "named.json")
+    assert run_main(*get, str(folder / "link")) == 2 and (folder / "link").is_symlink()
+    assert "is a symbolic link to" in capsysbinary.readouterr().err.decode()
+    assert sorted(p.name for p in folder.iterdir()) == ["link", "named.json", "summary.json"]  # no temp files

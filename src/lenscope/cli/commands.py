@@ -19,6 +19,7 @@ from ..store import Node, Store
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
+from ..ui.lineages import lineage_rows, with_liveness
 from .hints import check_words
 from .output import checked_filename, output_path, write_output
 
@@ -139,8 +140,18 @@ def _plain(row: dict) -> dict:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in row.items() if k != "payload"}
 
 
+_NODE_OPTIONS = ("lineage", "seq", "checkpoint", "artifact", "where", "sort", "latest", "keys")
+
+
+def _per_node(args: argparse.Namespace) -> bool:
+    """Whether `ls` lists nodes (asked for, or implied by a node-level option) rather than runs."""
+    return args.nodes or any(getattr(args, option) not in (None, False, []) for option in _NODE_OPTIONS)
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
-    """List nodes or artifacts matching the filters, as a table, JSON or bare addresses."""
+    """List runs (one row per lineage), or nodes or artifacts matching the filters: a table, JSON or addresses."""
+    if not _per_node(args):
+        return _ls_runs(args)
     keys = _keys(args.keys)
     with _open(args.store) as store:
         query = _query(store, args)
@@ -162,6 +173,36 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print("no " + ("artifacts" if args.artifact is not None else "nodes") + " match", file=sys.stderr)
     else:
         _print_table(rows, _columns(rows, args, keys))
+    return 0
+
+
+def _ls_runs(args: argparse.Namespace) -> int:
+    """`ls` at run level: each lineage's latest node, status, steps, counts and latest main values."""
+    for status in args.status or ():
+        if status not in (*STATUSES, "stale"):
+            raise UsageError(f"unknown status {status!r}{hint(status, STATUSES)}; statuses: {', '.join(STATUSES)}, stale")
+    with _open(args.store) as store:
+        names = {Node.clean_name(n) for n in args.name or ()}
+        runs = [r for r in with_liveness(store, lineage_rows(store))
+                if (not names or r.name in names) and (not args.nonce or r.nonce in args.nonce)
+                and (not args.status or r.status in args.status)]
+        if not runs:
+            check_words(store, args)  # a typo in a name or nonce is an error with a hint, not "no runs match"
+    runs = runs[: args.limit] if args.limit is not None else runs
+    rows = [{"run": r.lineage, "node": f"{r.lineage}:{r.last_seq}", "status": r.status, "steps": r.last_seq,
+             "nodes": r.nodes, "checkpoints": r.checkpoints, "artifacts": r.artifacts,
+             "created": datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M:%S"),
+             "parents": list(r.parents), **r.values} for r in runs]
+    if args.json:
+        print(_json(rows))
+    elif args.quiet:
+        for row in rows:
+            print(row["node"])
+    elif not rows:
+        print("no runs match", file=sys.stderr)
+    else:
+        values = list(dict.fromkeys(k for r in runs for k in r.values))
+        _print_table(rows, ["node", "status", "steps", "checkpoints", "artifacts", "created", *values])
     return 0
 
 
