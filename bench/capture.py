@@ -3,7 +3,8 @@
     .venv/bin/python bench/capture.py [--repeats 21] [--batch 32] [--seq 32] [--width 128] [--p 97]
 
 Models: the grokking transformer (1 block, the whole validation split as one batch) and a
-4-block lenscope.models.Transformer language model (random tokens). For K = 1 (the last
+4-block lenscope.models.Transformer language model (random tokens), each written in Flax linen,
+Flax NNX and Equinox (`--backends`; the same architecture, lenscope.models.nnx / .equinox). For K = 1 (the last
 block) and K = all blocks, analyze() reduces each captured block's output (the layer called
 on its captured inputs, which XLA shares with the forward's own call) to two numbers.
 Compared, each as median ms after warmup (interleaved rounds) and as a ratio to (a):
@@ -13,7 +14,7 @@ Compared, each as median ms after warmup (interleaved rounds) and as a ratio to 
   analysis, forward output kept: the same capture also returning the logits, so XLA drops nothing
   (b) the eager notebook Debugger, one `debug(path)` per selected block
   (c) one jitted forward per selected block (a one-path capture each)
-  (d) Flax capture_intermediates (block outputs) in one jit, reduced the same way
+  (d) Flax capture_intermediates (block outputs) in one jit, reduced the same way (linen only)
 
 The goal is analysis within 1.1x of (a). XLA drops whatever the forward computes after the
 last captured block, so the analysis can be cheaper than (a); the "output kept" row shows
@@ -35,12 +36,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 
 from lenscope.analysis import AnalysisBase
-from lenscope.capture import discover, make_capture_fn, module_path
+from lenscope.capture import backend_for, discover, make_capture_fn, module_path
 from lenscope.config import field
 from lenscope.examples.grokking import GrokTrainer
-from lenscope.models import Transformer
+from lenscope.models import Transformer, equinox
+from lenscope.models import nnx as nnx_models
 from lenscope.training import BaseTrainer, TrainerConfig
 from lenscope.training.data import ArrayData
 
@@ -54,6 +57,7 @@ class LMConfig(TrainerConfig):
     examples: int = field("data/examples", default=256, help="examples per split")
     d_model: int = field("model/d_model", default=256, help="residual width")
     n_layers: int = field("model/n_layers", default=4, help="blocks")
+    backend: str = field("model/backend", default="linen", help="linen, nnx or equinox")
 
 
 class LMTrainer(BaseTrainer[LMConfig, Transformer]):
@@ -61,11 +65,16 @@ class LMTrainer(BaseTrainer[LMConfig, Transformer]):
 
     CONFIG = LMConfig
 
-    def build_model(self) -> Transformer:
-        """A pre-LayerNorm decoder with 8 heads of width d_model/8."""
+    def build_model(self) -> Any:
+        """A pre-LayerNorm decoder with 8 heads of width d_model/8, in `model/backend`'s library."""
         a = self.args
-        return Transformer(vocab_size=a.vocab, seq_len=a.seq, d_model=a.d_model, n_heads=8, d_head=a.d_model // 8,
-                           d_mlp=4 * a.d_model, n_layers=a.n_layers, use_ln=True)
+        sizes = dict(vocab_size=a.vocab, seq_len=a.seq, d_model=a.d_model, n_heads=8, d_head=a.d_model // 8,
+                     d_mlp=4 * a.d_model, n_layers=a.n_layers, use_ln=True)
+        if a.backend == "nnx":
+            return nnx_models.Transformer(**sizes, rngs=nnx.Rngs(a.seed))
+        if a.backend == "equinox":
+            return equinox.Transformer(**sizes, key=jax.random.key(a.seed))
+        return Transformer(**sizes)
 
     def build_data(self) -> ArrayData:
         """Random token sequences for train and validation."""
@@ -77,7 +86,7 @@ class LMTrainer(BaseTrainer[LMConfig, Transformer]):
 
     def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
         """Next-token cross-entropy."""
-        logits = self.model.apply({"params": params}, batch["inputs"])[:, :-1]
+        logits = self.module(params)(batch["inputs"])[:, :-1]
         return optax.softmax_cross_entropy_with_integer_labels(logits, batch["inputs"][:, 1:]).mean(), {}
 
 
@@ -137,14 +146,15 @@ def bench_one(label: str, analysis: AnalysisBase, paths: list[str], repeats: int
     state, batch, key = analysis.state, analysis.analysis_batch(), jax.random.PRNGKey(0)
     args = (state, batch, key)
     trace = analysis.trace
+    backend = backend_for(analysis.model)
     wanted = set(paths)
     k = f"{len(paths)}"
 
     plain = jax.jit(lambda *a: trace(*a))
     first_plain = seconds(lambda: jax.block_until_ready(plain(*args)))
     first_analysis = seconds(lambda: analysis.compute(batch, key))
-    per_layer = [jax.jit(make_capture_fn(trace, [p], False, block_stats)) for p in paths]
-    kept = jax.jit(make_capture_fn(trace, paths, True, analysis.analyze, with_output=True))
+    per_layer = [jax.jit(make_capture_fn(trace, [p], False, block_stats, backend=backend)) for p in paths]
+    kept = jax.jit(make_capture_fn(trace, paths, True, analysis.analyze, with_output=True, backend=backend))
 
     def intermediates(state: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> jax.Array:
         def keep(module: Any, method: str) -> bool:
@@ -169,10 +179,11 @@ def bench_one(label: str, analysis: AnalysisBase, paths: list[str], repeats: int
         ("analysis, forward output kept too", lambda: jax.block_until_ready(kept(*args))),
         ("(b) eager Debugger", eager),
         ("(c) one forward per layer", lambda: [jax.device_get(f(*args)) for f in per_layer]),
-        ("(d) flax capture_intermediates", lambda: jax.device_get(flax_capture(*args))),
     ]
+    if backend.name == "flax.linen":
+        methods.append(("(d) flax capture_intermediates", lambda: jax.device_get(flax_capture(*args))))
     rows = [(label, k, name, ms) for name, ms in median_ms(methods, repeats).items()]
-    found = seconds(lambda: discover(trace, args))
+    found = seconds(lambda: discover(trace, args, backend=backend))
     rows.append((label, k, "first run: plain compile+run", first_plain * 1e3))
     rows.append((label, k, "first run: analysis compile+run", first_analysis * 1e3))
     rows.append((label, k, "discovery (one eval_shape, at setup)", found * 1e3))
@@ -182,10 +193,10 @@ def bench_one(label: str, analysis: AnalysisBase, paths: list[str], repeats: int
 
 def print_rows(rows: list[tuple]) -> None:
     floor = {(m, k): ms for m, k, name, ms in rows if name.startswith("(a)")}
-    print(f"{'model':<12} {'K':>2}  {'method':<42} {'ms':>9}  {'x (a)':>6}")
+    print(f"{'model':<16} {'K':>2}  {'method':<42} {'ms':>9}  {'x (a)':>6}")
     for model, k, name, ms in rows:
         ratio = f"{ms / floor[(model, k)]:6.2f}" if name.startswith(("(", "analysis")) else "     -"
-        print(f"{model:<12} {k:>2}  {name:<42} {ms:9.2f}  {ratio}")
+        print(f"{model:<16} {k:>2}  {name:<42} {ms:9.2f}  {ratio}")
 
 
 def main() -> None:
@@ -196,18 +207,23 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=32, help="LM sequence length")
     parser.add_argument("--width", type=int, default=128, help="LM d_model")
     parser.add_argument("--p", type=int, default=97, help="grokking modulus (batch: the whole validation split)")
+    parser.add_argument("--backends", default="linen,nnx,equinox", help="model libraries, comma-separated")
     opts = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({len(jax.devices())} device), "
           f"median of {opts.repeats} after warmup")
     rows: list[tuple] = []
     with tempfile.TemporaryDirectory() as tmp:
         setups = [
-            ("grokking", GrokTrainer, [f"data/p={opts.p}", "training/batch_size=0"], 1),
-            ("lm-4-block", LMTrainer, [f"data/seq={opts.seq}", f"model/d_model={opts.width}",
-                                       f"training/batch_size={opts.batch}"], 4),
+            (f"grokking {backend}", GrokTrainer, [f"data/p={opts.p}", "training/batch_size=0",
+                                                  f"model/backend={backend}"], 1)
+            for backend in opts.backends.split(",")
+        ] + [
+            (f"lm-4 {backend}", LMTrainer, [f"data/seq={opts.seq}", f"model/d_model={opts.width}",
+                                            f"training/batch_size={opts.batch}", f"model/backend={backend}"], 4)
+            for backend in opts.backends.split(",")
         ]
         for label, trainer, overrides, blocks in setups:
-            every = [f"blocks_{i}" for i in range(blocks)]
+            every = [f"blocks_{i}" if label.endswith("linen") else f"blocks/{i}" for i in range(blocks)]
             for paths in [every[-1:]] + ([every] if blocks > 1 else []):  # K = 1 (the last block), K = all
                 analysis = stats_analysis(trainer, paths)(overrides + [f"logging/results={tmp}/results"],
                                                           store=f"{tmp}/runs")

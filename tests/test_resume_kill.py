@@ -1,7 +1,12 @@
-"""Kill -9 a training subprocess after a checkpoint; resuming reaches the uninterrupted run's parameters bitwise."""
+"""Kill -9 a training subprocess after a checkpoint; resuming reaches the uninterrupted run's parameters bitwise.
+
+While the first run lives, its lineage is leased: a second resume is refused and `ls` shows it running;
+once it is killed, `ls` shows it stale and a resume takes it over (#12.2), on SQLite and PostgreSQL.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,59 +14,90 @@ import time
 from pathlib import Path
 
 import numpy as np
-from conftest import lenscope_cmd
+import pytest
+from conftest import TINY, lenscope_cmd
+from pg_server import postgres_server, postgres_url  # noqa: F401
+from store_fixtures import backend, store_url  # noqa: F401
 
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.runner import run_job
-from lenscope.store import Store
+from lenscope.store import Node, Store
 from lenscope.training.checkpoint import read_checkpoint
 from lenscope.training.state import flat_paths
 
 JOB = str(Path(__file__).parent / "jobs" / "slow_grok.py") + ":SlowGrok"
+CONFIG = ["training/steps=400", "logging/checkpoint_interval=50", "logging/validation_interval=0"]
 
 
-def _wait_for_checkpoint(store_root: Path, proc: subprocess.Popen, timeout: float = 120.0):
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    """The parameters of the same run, uninterrupted."""
+    root = tmp_path_factory.mktemp("reference")
+    node = run_job(GrokTrainer, TINY + CONFIG + [f"logging/results={root / 'results'}"], store=root / "runs")
+    with Store(root / "runs") as store:
+        return flat_paths(read_checkpoint(store.checkpoint(node)))
+
+
+def _wait_for_checkpoint(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> Node:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, "training finished before it could be killed"
-        if (store_root / "lenscope.db").exists():
-            with Store(store_root) as store:
+        try:
+            with Store(url, readonly=True) as store:
                 marked = store.query().checkpoint().sort("seq").all()
-            if marked:
-                return marked[-1]
+        except Exception:  # noqa: BLE001  (the store is being created)
+            marked = []
+        if marked:
+            return marked[-1]
         time.sleep(0.05)
     raise AssertionError("no checkpoint was marked in time")
 
 
-def test_kill_after_checkpoint_then_resume_matches_uninterrupted_run(tiny, store_root, tmp_path):
-    config = tiny + ["training/steps=200", "logging/checkpoint_interval=50", "logging/validation_interval=100"]
+def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(lenscope_cmd(*args), capture_output=True, text=True, env=env, timeout=300)
+
+
+def _status(url: str, node: Node, env: dict) -> str:
+    listed = _cli("ls", "--lineage", str(node), "--latest", "--json", "--store", url, env=env)
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)[0]["status"]
+
+
+def test_kill_after_checkpoint_then_resume_matches_uninterrupted_run(store_url, backend, tmp_path, reference):
+    config = TINY + CONFIG + [f"logging/results={tmp_path / 'results'}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(lenscope_cmd("run", JOB, *config, "--store", str(store_root)), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(lenscope_cmd("run", JOB, *config, "--store", store_url),
+                            env={**env, "SLOW_GROK_S": "0.05"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        checkpoint_node = _wait_for_checkpoint(store_root, proc)
+        checkpoint_node = _wait_for_checkpoint(store_url, proc)
+        refused = _cli("run", JOB, *config, "--base", str(checkpoint_node), "--store", store_url, env=env)
+        assert proc.poll() is None, "the first run ended before the second was refused"
+        assert _status(store_url, checkpoint_node, env) == "running"
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    assert checkpoint_node.seq in (50, 100, 150)
+    assert refused.returncode == 2, refused.stderr
+    lineage = f"{checkpoint_node.name}@{checkpoint_node.nonce}"
+    assert f"lineage {lineage} is being run by pid {proc.pid} on " in refused.stderr
+    assert _status(store_url, checkpoint_node, env) == "stale"
 
-    command = lenscope_cmd("run", JOB, *config, "--base", str(checkpoint_node), "--store", str(store_root))
-    resumed = subprocess.run(command,
-                             capture_output=True, text=True, env=env, timeout=300)
+    # SQLite: --resume finds the stale lineage; PostgreSQL: --base on it takes it over too
+    how = ["--resume"] if backend == "sqlite" else ["--base", str(checkpoint_node)]
+    resumed = _cli("run", JOB, *config, *how, "--store", store_url, env=env)
     assert resumed.returncode == 0, resumed.stderr
     final = resumed.stdout.strip().splitlines()[-1]
-    assert final == f"node {checkpoint_node.name}@{checkpoint_node.nonce}:200"
+    assert final == f"node {lineage}:400"
+    if backend == "sqlite":
+        assert f"lenscope: resuming {lineage}:" in resumed.stderr and "(stale: its job died)" in resumed.stderr
 
-    reference = run_job(GrokTrainer, config, store=tmp_path / "reference")
-    with Store(store_root) as store, Store(tmp_path / "reference") as ref_store:
-        ours = read_checkpoint(store.checkpoint(final.split()[1]))
-        theirs = read_checkpoint(ref_store.checkpoint(reference))
+    with Store(store_url) as store:
+        ours = flat_paths(read_checkpoint(store.checkpoint(final.split()[1])))
         assert store.status(final.split()[1]) == "done"
-        lineage = store.query().nonce(checkpoint_node.nonce).sort("seq").all()
-    assert [n.seq for n in lineage] == list(range(201))
-    assert int(ours["step"]) == int(theirs["step"]) == 200
-    a, b = flat_paths(ours), flat_paths(theirs)
-    assert a.keys() == b.keys()
-    for key in a:
-        np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), err_msg=key)
+        nodes = store.query().nonce(checkpoint_node.nonce).sort("seq").all()
+        resumed_from = store.query().nonce(checkpoint_node.nonce).checkpoint().sort("seq").all()
+    assert [n.seq for n in nodes] == list(range(401)) and resumed_from[-1].seq == 400
+    assert int(ours["step"]) == int(reference["step"]) == 400
+    assert ours.keys() == reference.keys()
+    for key in ours:
+        np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(reference[key]), err_msg=key)

@@ -1,4 +1,4 @@
-"""Error types whose class decides the CLI exit code (2 = usage/config, 1 = job failure)."""
+"""Error types whose class decides the CLI exit code (2 = the user's input or code, 1 = lenscope's own failure)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ class CheckpointError(UsageError):
 
 class StoreError(LenscopeError):
     """The lineage store refused a read or a write, or is of another schema version."""
+
+
+class StoreInputError(StoreError):
+    """A store that cannot serve as given: damaged, not a lenscope store, or read-only for a write (exit 2)."""
+
+    exit_code = 2
 
 
 class JobError(LenscopeError):

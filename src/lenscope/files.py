@@ -25,12 +25,16 @@ def umask() -> int:
     return mask
 
 
+_TEMP_SUFFIX = ".tmp"
+_TEMP_OVERHEAD = len("..") + 8 + len(_TEMP_SUFFIX)  # ".NAME." + mkstemp's 8 random characters + ".tmp"
+
+
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary sibling of `path` to write; it replaces `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
     os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a written file gets the mode open() would give it
     os.close(fd)
     try:
@@ -51,10 +55,15 @@ def write_atomic(path: Path | str, content: bytes, *, sync: bool = True) -> Path
     return Path(path)
 
 
-MAX_NAME = 255  # the longest file name most file systems take
+MAX_FILENAME_BYTES = 255 - _TEMP_OVERHEAD
+"""The longest file name lenscope writes: its temporary sibling (atomic_path) must fit in 255 bytes too."""
+LONGEST_DERIVED_SUFFIX = ".error.txt"  # the longest suffix lenscope adds to a name (NAME.error.txt, NAME.parquet)
+MAX_NAME_BYTES = MAX_FILENAME_BYTES - len(LONGEST_DERIVED_SUFFIX)
+"""The longest name (analysis NAME, AnalysisCfg name) in bytes: every file named after it fits."""
+MAX_NAME_CHARS = 200  # a name is also an artifact name: the store's name columns hold 200 characters
 
 
-def _plain_name_problem(value: object) -> str | None:
+def _plain_name_problem(value: object, filename: bool) -> str | None:
     """Why `value` cannot name a file by itself (in a folder, as an artifact), or None when it can."""
     if not isinstance(value, str):
         return f"it is not a string but a {type(value).__name__}"
@@ -68,14 +77,31 @@ def _plain_name_problem(value: object) -> str | None:
         return "it contains a NUL character"
     if value == ".":
         return "it is '.'"
-    if len(value) > MAX_NAME:
-        return f"it is longer than {MAX_NAME} characters"
+    try:
+        size = len(os.fsencode(value))
+    except UnicodeError:
+        return "it cannot be encoded as a file name (lone surrogate characters)"
+    if filename and size > MAX_FILENAME_BYTES:
+        return (f"it is {size} bytes long (UTF-8); a file name may take at most {MAX_FILENAME_BYTES} bytes, "
+                f"leaving room for a temporary suffix in a 255-byte file name")
+    if not filename and size > MAX_NAME_BYTES:
+        return (f"it is {size} bytes long (UTF-8); a name may take at most {MAX_NAME_BYTES} bytes, leaving room "
+                f"for '{LONGEST_DERIVED_SUFFIX}' and a temporary suffix in a 255-byte file name")
+    if not filename and len(value) > MAX_NAME_CHARS:
+        return f"it is {len(value)} characters long; a name (also an artifact name) may take at most {MAX_NAME_CHARS}"
     return None
 
 
-def check_plain_name(value: object, what: str, error: type[Exception] = UsageError) -> str:
-    """`value` if it is a plain name (names a file by itself); else `error` naming `what` and the broken rule."""
-    problem = _plain_name_problem(value)
+def check_plain_name(value: object, what: str, error: type[Exception] = UsageError, *, filename: bool = False) -> str:
+    """`value` if it is a plain name (names a file by itself); else `error` naming `what` and the broken rule.
+
+    The one check of names that become files, made where they are declared, before anything runs, with
+    lengths in bytes as file systems count them: a name (analysis NAME, AnalysisCfg name), from which
+    lenscope derives file names (NAME.json, NAME.error.txt) and an artifact name, or with `filename=True`
+    a whole file name (an artifact's filename).
+    """
+    problem = _plain_name_problem(value, filename)
     if problem is not None:
-        raise error(f"{what} must be a nonempty plain name; {value!r} is refused: {problem}")
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else repr(value[:57] + "...")
+        raise error(f"{what} must be a nonempty plain name; {shown} is refused: {problem}")
     return value

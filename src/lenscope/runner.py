@@ -8,6 +8,7 @@ from typing import Any
 
 from .registry import resolve
 from .store import Node, Store
+from .training.interrupts import on_signals
 
 
 def build_job(job: str | type, sources: Sequence[Any] = (), *, base: Node | str | None = None,
@@ -18,16 +19,21 @@ def build_job(job: str | type, sources: Sequence[Any] = (), *, base: Node | str 
 
 
 def _lifecycle(instance: Any, body: Callable[[], Any]) -> Node:
-    """Run `body`, mark the job's node done (or failed, re-raising), and always clean up."""
-    try:
-        body()
-    except BaseException as err:
-        instance.finish(err)
-        raise
-    else:
-        instance.finish()
-    finally:
-        instance.cleanup()
+    """Run `body`, mark the job's node done (or failed, re-raising), and always clean up.
+
+    SIGINT and SIGTERM stop the job at a safe point (training/interrupts.py): its node is marked
+    failed with the error `interrupted` and `Interrupted` (a KeyboardInterrupt) propagates.
+    """
+    with on_signals():
+        try:
+            body()
+        except BaseException as err:
+            instance.finish(err)
+            raise
+        else:
+            instance.finish()
+        finally:
+            instance.cleanup()
     return instance.node
 
 

@@ -13,17 +13,20 @@ import flax.linen as nn
 import jax
 
 from ..capture import Capturer, backend_for
-from ..files import check_plain_name, write_atomic
+from ..capture.patch_access import Interventions
+from ..files import check_plain_name
 from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode
 from ..training.placement import abstract, to_host
-from ..training.tandem import Publisher
+from ..training.publisher import Publisher
 from . import plots
 from .cfg import choose_paths
 from .publish import render
 from .table_run import publish_table, run_table
 
-TANDEM_COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}  # half the compile time
+# XLA options of every analysis (tandem, standalone, ops) unless it sets COMPILER_OPTIONS: half the compile time.
+# One set everywhere, so a tandem result and the standalone run on that step's checkpoint are identical (#11.12).
+DEFAULT_COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
 
 C = TypeVar("C")
 M = TypeVar("M", bound=nn.Module)
@@ -33,7 +36,7 @@ _PUBLISHING: ContextVar[tuple[Any, Lineage] | None] = ContextVar("lenscope_publi
 prewarm_plots = functools.cache(plots.prewarm)  # the plotting stack loads once per process
 
 
-class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
+class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
     """Subclass as `class MyAnalysis(AnalysisBase[C, M], MyTrainer)`; implement select, analyze and plot."""
 
     NAME: ClassVar[str] = ""
@@ -41,7 +44,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
     TARGET: ClassVar[type | tuple[type, ...]] = nn.Module
     SPLIT: ClassVar[str] = "validation"
     SCHEMA: ClassVar[Mapping[str, Any] | None] = None  # column -> dtype/shape per example: table mode (D2)
-    COMPILER_OPTIONS: ClassVar[Mapping[str, Any] | None] = None  # XLA options; None: see compiler_options()
+    COMPILER_OPTIONS: ClassVar[Mapping[str, Any] | None] = None  # XLA options; None: DEFAULT_COMPILER_OPTIONS
     PARAMS: ClassVar[Mapping[str, Any]] = {}  # parameter defaults, set through AnalysisCfg.params or op keywords
     analysis_cfg: Any = None  # the active AnalysisCfg when run through run_analysis / execute_analysis_op
     input_dataset: Any = None  # the input_store table (a datasets.Dataset), read when bound to an AnalysisCfg
@@ -139,7 +142,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         """
         view = cls.__new__(cls)
         view._view_of, view._publisher, view._own_lineage = trainer, publisher, lineage
-        for attr in ("args", "store", "base", "model", "schedule", "optimizer", "data"):
+        for attr in ("args", "store", "base", "model", "model_kind", "schedule", "optimizer", "data"):
             setattr(view, attr, getattr(trainer, attr))
         view.capturer = view._new_capturer()
         view.restored_missing, view._checkpoints = [], None
@@ -233,14 +236,13 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         return self.capturer.executable((state, batch, key), self.compiler_options())
 
     def compiler_options(self) -> Mapping[str, Any]:
-        """XLA options for the capture function: COMPILER_OPTIONS if set, else quick compilation for a tandem view.
+        """XLA options for the capture function: COMPILER_OPTIONS if set, else quick compilation.
 
-        A tandem analysis compiles while training runs and then runs once per validation, so time spent
-        optimizing machine code costs more than it saves; set COMPILER_OPTIONS = {} for full optimization.
+        An analysis runs once per validation or checkpoint, so time spent optimizing machine code costs
+        more than it saves; set COMPILER_OPTIONS = {} for full optimization. Tandem and standalone runs
+        use the same options, so their results are identical.
         """
-        if self.COMPILER_OPTIONS is not None:
-            return self.COMPILER_OPTIONS
-        return TANDEM_COMPILER_OPTIONS if self._view_of is not None else {}
+        return DEFAULT_COMPILER_OPTIONS if self.COMPILER_OPTIONS is None else self.COMPILER_OPTIONS
 
     @property
     def compilations(self) -> int:
@@ -265,9 +267,7 @@ class AnalysisBase(BaseTrainer[C, M], Generic[C, M]):
         if rendered is None:
             return None
         filename, content = rendered
-        path = write_atomic(self.results_dir() / filename, content)
-        self.lineage.put_artifact(self.NAME, filename, content)
-        return path
+        return self.lineage.save(self.results_dir() / filename, self.NAME, content)
 
     def output_schema(self) -> Mapping[str, Any] | None:
         """Table mode's schema: the active AnalysisCfg's output_schema, else SCHEMA; None means not a table."""

@@ -180,7 +180,8 @@ def _ls_runs(args: argparse.Namespace) -> int:
     """`ls` at run level: each lineage's latest node, status, steps, counts and latest main values."""
     for status in args.status or ():
         if status not in (*STATUSES, "stale"):
-            raise UsageError(f"unknown status {status!r}{hint(status, STATUSES)}; statuses: {', '.join(STATUSES)}, stale")
+            raise UsageError(f"unknown status {status!r}{hint(status, STATUSES)}; "
+                             f"statuses: {', '.join(STATUSES)}, stale")
     with _open(args.store) as store:
         names = {Node.clean_name(n) for n in args.name or ()}
         runs = [r for r in with_liveness(store, lineage_rows(store))

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
-from ..errors import LenscopeError
 from ..version import VERSION
-from . import commands
+from . import commands, maintenance, report, run_args, serve
 
 _JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
 _NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
+EXIT_INTERRUPTED = 130
 _SHIELD = " "  # argparse never reads an argument containing a space as an option
-_EPILOG = "Exit codes: 0 ok, 2 usage or config error, 1 job failure. Errors are one line; --debug shows tracebacks."
+_EPILOG = ("Exit codes: 0 ok; 2 your input or your code (arguments, config, files, a job or analysis that raised); "
+           "1 lenscope's own failure; 130 interrupted. Errors are one line; --debug shows tracebacks.")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,16 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = _sub(sub, "run", "run a job; prints `node <address>` last",
-               "Run a job (construct, setup, run, cleanup) and print `node <address>` (its final node) last. "
-               "Config sources merge in order: defaults < YAML files < key=value overrides.")
-    run.add_argument("job", help=_JOB_HELP)
-    run.add_argument("sources", nargs="*", metavar="CONFIG.yaml|key=value",
-                     help="YAML files, then overrides like training/steps=100 (or training.steps=100)")
-    run.add_argument("--base", metavar="NODE", help="start from this node's checkpoint: resume it, or --branch")
-    run.add_argument("--branch", action="store_true", help="start a new lineage whose parent is --base")
-    run.add_argument("--analysis", action="append", default=[], metavar="NAME",
-                     help="run these registered analyses on the job's state instead of run()")
+    run_args.add_parser(sub, _sub, _JOB_HELP)
 
     configure = _sub(sub, "configure", "print a job's complete config as commented YAML",
                      "Print the job's complete config (defaults, with the given sources applied) as YAML with "
@@ -67,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _sub(sub, "jobs", "list registered jobs", "List registered jobs with their one-line description.")
 
-    ls = _sub(sub, "ls", "list nodes (or artifacts) matching filters",
-              "List nodes, or with --artifact their artifacts, matching every filter given. "
+    ls = _sub(sub, "ls", "list runs, nodes or artifacts matching filters",
+              "List runs (one row per lineage: its latest node, status, steps and main values); with --nodes or "
+              "any node filter, nodes, or with --artifact their artifacts, matching every filter given. "
               "Repeated --name/--nonce/--status values are alternatives.")
     ls.add_argument("--name", action="append", metavar="JOB",
                     help="job or node name (grokking/train or grokking.train)")
@@ -86,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, metavar="N", help="at most N rows")
     ls.add_argument("--latest", action="store_true", help="only the row with the highest seq")
     ls.add_argument("--keys", metavar="K1,K2", help="value keys to show (default: the most common few)")
+    ls.add_argument("--nodes", action="store_true",
+                    help="one row per node (implied by --lineage/--seq/--checkpoint/--artifact/--where/--sort/"
+                         "--latest/--keys); default: one row per run (lineage)")
     out = ls.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print rows as a JSON list")
     out.add_argument("-q", "--quiet", action="store_true", help="print node addresses only, one a line")
@@ -99,9 +97,26 @@ def build_parser() -> argparse.ArgumentParser:
                "Write the exact bytes of a node's artifact to FILE (atomically) or to stdout.")
     get.add_argument("node", help=_NODE_HELP)
     get.add_argument("name", help="artifact name (`lenscope show NODE` lists them)")
-    get.add_argument("-o", "--output", metavar="FILE", help="file or existing folder to write to (default: stdout)")
+    get.add_argument("-o", "--output", metavar="FILE",
+                     help="file to write, or DIR/ (or an existing folder) to write into under the artifact's "
+                          "filename; '-' or none: stdout. Links, FIFOs and devices are refused")
     get.add_argument("--version", type=int, metavar="N", help="an older version (default: the latest)")
+    maintenance.add_parsers(sub, _sub)
+    serve.add_parser(sub, _sub)
     return parser
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit the process at once with `code`, after an interrupt.
+
+    The job's writes are complete or abandoned by now, but work may still run in the background (a
+    compile ahead, a figure being drawn, XLA's own threads): shutting the interpreter down around a
+    thread in native code can abort the process (SIGABRT) instead of exiting with `code`.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _shield_where_values(argv: list[str]) -> list[str]:
@@ -132,29 +147,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `lenscope` command; returns the exit code."""
     args = parse(argv)
     try:
-        return getattr(commands, f"cmd_{args.command}")(args)
-    except KeyboardInterrupt:
-        print("lenscope: interrupted", file=sys.stderr)
-        return 130
+        handler = getattr(args, "handler", None) or getattr(commands, f"cmd_{args.command}")
+        return handler(args)
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM; a job's notes say what became of its node
+        said = "; ".join([str(err) or "interrupted", *getattr(err, "__notes__", ())])
+        print(f"lenscope: {said}", file=sys.stderr, flush=True)
+        _leave(EXIT_INTERRUPTED)
     except BrokenPipeError:  # e.g. `lenscope ls | head`: the reader left, which is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as err:
-        code = err.exit_code if isinstance(err, LenscopeError) else 1
+    except Exception as err:  # the exit-code rule: cli/report.py and docs/cli.md
         if args.debug:
             traceback.print_exc()
-            return code
-        suffix = "" if isinstance(err, LenscopeError) else " (rerun with --debug for the traceback)"
-        name = "" if isinstance(err, LenscopeError) else f"{type(err).__name__}: "
-        print(f"lenscope: error: {name}{_one_line(err)}{suffix}", file=sys.stderr)
-        return code
-
-
-def _one_line(err: BaseException) -> str:
-    """The error's message and notes on one line (long messages of foreign exceptions cut short)."""
-    text = " ".join(str(err).split())
-    if not isinstance(err, LenscopeError) and len(text) > 500:
-        text = text[:497] + "..."
-    notes = [" ".join(str(n).split()) for n in getattr(err, "__notes__", ())]
-    return "; ".join([text] + notes) if notes else text
+        else:
+            print(f"lenscope: error: {report.message(err)}", file=sys.stderr)
+        return report.exit_code(err)
 

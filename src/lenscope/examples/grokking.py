@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import optax
+from flax import nnx as flax_nnx
 
 from ..config import field
-from ..models import Transformer
+from ..models import Transformer, equinox, nnx
 from ..registry import job
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
@@ -39,6 +40,9 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig):
     d_head: int = field("model/d_head", default=16, help="width of each attention head")
     d_mlp: int = field("model/d_mlp", default=256, help="hidden width of each MLP")
     n_layers: int = field("model/n_layers", default=1, help="transformer blocks")
+    backend: Literal["linen", "nnx", "equinox"] = field(
+        "model/backend", default="linen", help="model library: linen, nnx (Flax NNX) or equinox"
+    )
     # Refined trainer defaults (help text is inherited from TrainerConfig).
     steps: int = field("training/steps", default=2000)
     batch_size: int = field("training/batch_size", default=0)
@@ -56,11 +60,20 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
 
     CONFIG = GrokConfig
 
-    def build_model(self) -> Transformer:
-        """A small transformer reading [a, b, =] and predicting at the last position."""
+    def build_model(self) -> Any:
+        """A small transformer reading [a, b, =] and predicting at the last position, in `model/backend`'s library."""
         a = self.args
-        return Transformer(vocab_size=a.p + 1, seq_len=3, d_model=a.d_model, n_heads=a.n_heads, d_head=a.d_head,
-                           d_mlp=a.d_mlp, n_layers=a.n_layers, n_out=a.p)
+        sizes = dict(vocab_size=a.p + 1, seq_len=3, d_model=a.d_model, n_heads=a.n_heads, d_head=a.d_head,
+                     d_mlp=a.d_mlp, n_layers=a.n_layers, n_out=a.p)
+        if a.backend == "nnx":
+            return nnx.Transformer(**sizes, rngs=flax_nnx.Rngs(a.seed))
+        if a.backend == "equinox":
+            return equinox.Transformer(**sizes, key=jax.random.key(a.seed))
+        return Transformer(**sizes)
+
+    def block_path(self, index: int) -> str:
+        """The module path of block `index` (linen names list members `blocks_0`, NNX and Equinox `blocks/0`)."""
+        return f"blocks_{index}" if self.args.backend == "linen" else f"blocks/{index}"
 
     def build_data(self) -> ArrayData:
         """All pairs, split into train and held-out validation/test sets from the seed."""
@@ -69,13 +82,19 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
                   for name, s in splits.items()}
         return ArrayData(arrays, self.args.batch_size, self.args.seed)
 
+    def corrupt(self, batch: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        """The patching ops' corrupted batch: `a` replaced by a + 1 (mod p), so the answer moves by one."""
+        p = self.args.p
+        a = (batch["a"] + 1) % p
+        return {**batch, "a": a, "inputs": batch["inputs"].at[:, 0].set(a), "labels": (a + batch["b"]) % p}
+
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream [..., d_model] through the model's final unembedding (logit lens)."""
-        return self.model.apply({"params": params}, resid, method=Transformer.unembed_fn)
+        return self.module(params).unembed_fn(resid)
 
     def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
         """Cross-entropy of the answer at the '=' position, with accuracy."""
-        logits = self.model.apply({"params": params}, batch["inputs"])[:, -1, :]
+        logits = self.module(params)(batch["inputs"])[:, -1, :]
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
         accuracy = (jnp.argmax(logits, -1) == batch["labels"]).mean()
         return loss, {"accuracy": accuracy}

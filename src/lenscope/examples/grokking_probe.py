@@ -49,7 +49,7 @@ class ProbeActivations(OpAnalysis, GrokTrainer):
 
     def select(self, paths: list[str]) -> list[str]:
         """The last block (its output is the residual stream after it); names_filter picks another layer."""
-        return [f"blocks_{self.args.n_layers - 1}"]
+        return [self.block_path(self.args.n_layers - 1)]
 
     def output_schema(self) -> dict[str, Any]:
         """resid [d_model] plus the inputs and label of each example."""

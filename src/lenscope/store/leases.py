@@ -58,7 +58,8 @@ class Owner:
 
     def describe(self, now: float) -> str:
         """`pid 123 on host h, heartbeat 4 s ago`, naming this process when it is the owner."""
-        who = "this process" if (self.host, self.pid) == (HOST, os.getpid()) else f"pid {self.pid} on {self.host}"
+        mine = (self.host, self.pid) == (HOST, os.getpid())
+        who = "this process (a job set up and not cleaned up yet)" if mine else f"pid {self.pid} on {self.host}"
         return f"{who}, heartbeat {max(0.0, now - self.heartbeat):.0f} s ago"
 
 

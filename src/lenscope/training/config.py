@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import field, schema
-from ..errors import ConfigError
+from ..config import check_ranges, field
 
 INTERVALS = ("report_interval", "validation_interval", "checkpoint_interval")  # 0 means never
 
@@ -14,9 +13,11 @@ INTERVALS = ("report_interval", "validation_interval", "checkpoint_interval")  #
 class TrainerConfig:
     """Standard paths: seed, steps, batch size, analysis switch, learning rate, cadences, results, store."""
 
-    seed: int = field("training/seed", default=0, help="PRNG seed for initialization, data order and step keys")
-    steps: int = field("training/steps", default=1000, help="total optimizer steps of the run")
-    batch_size: int = field("training/batch_size", default=256, help="global batch size; 0 means the whole split")
+    seed: int = field(
+        "training/seed", default=0, ge=0, lt=2**32, help="PRNG seed for initialization, data order and step keys"
+    )
+    steps: int = field("training/steps", default=1000, ge=0, help="total optimizer steps of the run")
+    batch_size: int = field("training/batch_size", default=256, ge=0, help="global batch size; 0 means the whole split")
     analyze: bool = field(
         "training/analyze", default=True, help="run the declared tandem analyses at validation cadence"
     )
@@ -25,24 +26,26 @@ class TrainerConfig:
         help="a failing tandem analysis stops training instead of being recorded",
     )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
-    warmup_steps: int = field("optimization/warmup_steps", default=0, help="linear warmup steps before the peak rate")
+    warmup_steps: int = field(
+        "optimization/warmup_steps", default=0, ge=0, help="linear warmup steps before the peak rate"
+    )
     weight_decay: float = field("optimization/weight_decay", default=0.0, help="decoupled (AdamW) weight decay")
     b1: float = field("optimization/b1", default=0.9, help="Adam first-moment decay")
     b2: float = field("optimization/b2", default=0.999, help="Adam second-moment decay")
     report_interval: int = field(
-        "logging/report_interval", default=50,
+        "logging/report_interval", default=50, ge=0,
         help="record training values every N steps (and at the end); 0 means never",
     )
     validation_interval: int = field(
-        "logging/validation_interval", default=500,
+        "logging/validation_interval", default=500, ge=0,
         help="validate (and run tandem analyses) every N steps; 0 means never",
     )
     checkpoint_interval: int = field(
-        "logging/checkpoint_interval", default=1000,
+        "logging/checkpoint_interval", default=1000, ge=0,
         help="checkpoint every N steps (and at the end); 0 means never",
     )
     eval_batches: int = field(
-        "logging/eval_batches", default=0, help="batches per validation/test pass; 0 means the whole split"
+        "logging/eval_batches", default=0, ge=0, help="batches per validation/test pass; 0 means the whole split"
     )
     results: str = field(
         "logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>"
@@ -52,9 +55,5 @@ class TrainerConfig:
     )
 
     def __post_init__(self) -> None:
-        """Refuse negative cadences when the config is built, before a trainer opens its store."""
-        paths = {spec.attr: spec.path for spec in schema(type(self)).fields}
-        for attr in INTERVALS:
-            value = getattr(self, attr)
-            if value < 0:
-                raise ConfigError(f"{paths[attr]} must be >= 0 (0 means never), got {value}")
+        """Refuse values outside their declared ranges when the config is built, before a trainer opens its store."""
+        check_ranges(self)

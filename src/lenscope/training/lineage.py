@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,13 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from ..files import atomic_path
 from ..store import Node, Store
+from ..store.leases import Lease, acquire
+from ..store.lineages import node_state
+from .interrupts import describe, shielded
+
+Guard = Callable[[], contextlib.AbstractContextManager]
 
 
 class Lineage:
@@ -19,31 +27,56 @@ class Lineage:
 
     `tick()` is in memory; `flush()` writes every node ticked since the last write in
     one transaction, so each seq exists with its parent edge, without a write per step.
+    An owned lineage holds its lease (store/leases.py) until `close()`; every write runs
+    under `guard` (by default: held from SIGINT/SIGTERM until it completes).
     """
 
-    def __init__(self, store: Store, node: Node, *, writer: bool, owner: bool = True, adopt: bool = False) -> None:
+    def __init__(self, store: Store, node: Node, *, writer: bool, owner: bool = True, adopt: bool = False,
+                 config: dict | None = None, lease: Lease | None = None,
+                 prior: tuple[str, str | None] | None = None) -> None:
         self.adopt = adopt
         self.store = store
         self.node = node
         self.writer = writer
         self.owner = owner
+        self.config = config  # what the nodes this job produces record (None: their parent's)
+        self.ended: tuple[str, str | None] | None = None  # (status, error), once finish() has written it
+        self.guard: Guard = shielded
         self._stored = node
+        self._start = node
+        self._lease = lease
+        self._prior = prior  # a resumed node's (status, error) before this job took it
 
     @classmethod
     def start(cls, store: Store, name: str, parents: tuple = (), config: dict | None = None,
               *, writer: bool = True) -> Lineage:
-        """A new lineage at seq 0 (with `parents` when branching); process 0 creates it, every process adopts it."""
-        node = store.new_node(name, parents=parents, config=config) if writer else None
+        """A new lineage at seq 0 (with `parents` when branching), leased to this job; every process adopts it."""
+        node, lease = None, None
+        if writer:
+            with shielded():
+                node = store.new_node(name, parents=parents, config=config)
+                lease = acquire(store, node)
         if jax.process_count() > 1:
             node = Node(Node.clean_name(name), _broadcast_nonce(node), 0)
-        return cls(store, node, writer=writer)
+        return cls(store, node, writer=writer, lease=lease)
 
     @classmethod
-    def resume(cls, store: Store, base: Node, *, writer: bool = True) -> Lineage:
-        """Continue the lineage of `base`, attaching to that exact node."""
-        if writer:
-            store.set_status(base, "running")
-        return cls(store, base, writer=writer, adopt=True)
+    def resume(cls, store: Store, base: Node, *, config: dict | None = None, writer: bool = True) -> Lineage:
+        """Continue the lineage of `base`, attaching to that exact node: take its lease, mark it running.
+
+        The nodes it goes on to produce record `config`, the config this run was made with (#12.1).
+        """
+        if not writer:
+            return cls(store, base, writer=False, adopt=True)
+        with shielded():
+            lease = acquire(store, base)
+            try:
+                prior = node_state(store, base)
+                store.set_status(base, "running")
+            except BaseException:
+                lease.release()
+                raise
+        return cls(store, base, writer=True, adopt=True, config=config, lease=lease, prior=prior)
 
     @classmethod
     def attach(cls, store: Store, node: Node, *, writer: bool = True) -> Lineage:
@@ -60,19 +93,40 @@ class Lineage:
     def flush(self) -> Node:
         """Make sure the current node and every node before it exist in the store."""
         if self.writer and self._stored != self.node:
-            self.store.tick(self._stored, count=self.node.seq - self._stored.seq, adopt=self.adopt)
-            self._stored = self.node
+            with self.guard():
+                self.store.tick(self._stored, count=self.node.seq - self._stored.seq, adopt=self.adopt,
+                                config=self.config)
+                self._stored = self.node
         return self.node
 
     def record(self, values: Mapping[str, Any]) -> None:
         """Record scalar values on the current node."""
         if self.writer and values:
-            self.store.record(self.flush(), values)
+            with self.guard():
+                self.store.record(self.flush(), values)
 
     def put_artifact(self, name: str, filename: str, content: bytes) -> None:
         """Attach a file's exact bytes to the current node."""
         if self.writer:
-            self.store.put_artifact(self.flush(), name, filename, content)
+            with self.guard():
+                self.store.put_artifact(self.flush(), name, filename, content)
+
+    def save(self, path: Path | str, name: str, content: bytes) -> Path:
+        """Write `content` to the file `path` and attach the same bytes as artifact `name`: both, or neither.
+
+        The file is written to a temporary sibling, the artifact stored, then the file renamed into
+        place; a failure (or an interrupt, held until the pair is complete) leaves neither behind.
+        """
+        path = Path(path)
+        if not self.writer:
+            return path
+        with self.guard(), atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self.put_artifact(name, path.name, content)
+        return path
 
     def checkpoint_dir(self) -> Path:
         """Where the current node's checkpoint goes."""
@@ -84,9 +138,27 @@ class Lineage:
             self.store.mark_checkpoint(node, path, step=step)
 
     def finish(self, status: str, error: str | None = None) -> None:
-        """Mark the current node done or failed (only a node this job owns)."""
-        if self.writer and self.owner:
+        """Mark the current node done or failed, once (only a node this job owns).
+
+        A resumed node that never advanced (an evaluation) keeps the status it had, unless the job failed.
+        """
+        if not (self.writer and self.owner) or self.ended is not None:
+            return
+        if status == "done" and self.node == self._start and self._prior is not None and self._prior[0] != "running":
+            status, error = self._prior
+        with self.guard():
             self.store.set_status(self.flush(), status, error=error)
+        self.ended = (status, error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Finish the node if nothing did (failed with `error`, else done), then release the lease; idempotent."""
+        try:
+            if self.ended is None:
+                self.finish("failed" if error is not None else "done", describe(error) if error is not None else None)
+        finally:
+            if self._lease is not None:
+                lease, self._lease = self._lease, None
+                lease.release()
 
 
 class Mode(enum.Enum):
@@ -109,7 +181,7 @@ def open_lineage(store: Store, mode: Mode, base: Node | None = None, *, name: st
                  config: dict | None = None, writer: bool = True) -> Lineage:
     """The one decision of which node results are written to, for jobs, analyses, tandem files and output stores."""
     if mode is Mode.RESUME:
-        return Lineage.resume(store, base, writer=writer)
+        return Lineage.resume(store, base, config=config, writer=writer)
     if mode is Mode.ATTACH:
         return Lineage.attach(store, base, writer=writer)
     if mode is Mode.EXPORT:

@@ -17,6 +17,7 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.total, self.done, self.desc = total, initial, desc
         self._t0, self._start = time.perf_counter(), initial
+        self.rate: float | None = None  # steps/s last measured by the caller (what it records), if any
         self._bar = tqdm(total=total, initial=initial, desc=desc, file=self.stream, dynamic_ncols=True,
                          unit="step") if self.tty else None
 
@@ -26,14 +27,21 @@ class Progress:
         if self._bar is not None:
             self._bar.update(n)
 
-    def show(self, values: Mapping[str, float]) -> None:
-        """Show the latest values: in the bar, or as one line when not on a terminal."""
+    def show(self, values: Mapping[str, float], rate: float | None = None) -> None:
+        """Show the latest values: in the bar, or as one line when not on a terminal.
+
+        `rate` is the steps/s the caller measured and records (`train/steps_per_s`); the line shows that
+        same number, and the last one given until a new one comes. Without any, the average since start.
+        """
+        self.rate = rate if rate is not None else self.rate
         text = {k: f"{v:.4g}" for k, v in values.items()}
         if self._bar is not None:
             self._bar.set_postfix(text, refresh=False)
             return
-        elapsed = time.perf_counter() - self._t0
-        rate = (self.done - self._start) / elapsed if elapsed > 0 else 0.0
+        rate = self.rate
+        if rate is None:
+            elapsed = time.perf_counter() - self._t0
+            rate = (self.done - self._start) / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
         parts = " ".join(f"{k}={v}" for k, v in text.items())
         line = f"{self.desc} {self.done}/{self.total} {parts} {rate:.1f} step/s eta {eta:.0f}s"

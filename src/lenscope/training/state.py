@@ -11,17 +11,23 @@ from flax import struct
 
 @struct.dataclass
 class TrainState:
-    """Everything a training step reads and replaces; checkpointed whole."""
+    """Everything a training step reads and replaces; checkpointed whole.
+
+    `model_state`: the model's non-trainable arrays (NNX batch statistics and RNG state, Equinox
+    integer arrays), None when it has none (linen models).
+    """
 
     step: jax.Array
     params: Any
     opt_state: Any
     key: jax.Array
+    model_state: Any = None
 
     @classmethod
-    def create(cls, params: Any, opt_state: Any, key: jax.Array, step: int = 0) -> TrainState:
-        """A state at `step` with the given parameters, optimizer state and key."""
-        return cls(step=jnp.asarray(step, jnp.int32), params=params, opt_state=opt_state, key=key)
+    def create(cls, params: Any, opt_state: Any, key: jax.Array, step: int = 0, model_state: Any = None) -> TrainState:
+        """A state at `step` with the given parameters, optimizer state, key and model state."""
+        return cls(step=jnp.asarray(step, jnp.int32), params=params, opt_state=opt_state, key=key,
+                   model_state=model_state)
 
 
 def key_path(path: tuple) -> str:

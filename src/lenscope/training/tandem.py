@@ -3,26 +3,21 @@
 The scheduler knows analyses only as `TandemAnalysis` (a class in `ANALYSIS`) and `TandemView`
 (the borrowed view it makes); it never imports the analysis layer. Views hand the slow half of
 their work (figures, files, `on_analysis_end`) to the `Publisher`, which runs it on a background
-thread against the node the results were computed on.
+thread against the node the results were computed on (training/publisher.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..config import schema
 from ..errors import ConfigError
 from ..files import check_plain_name
-from ..store import Node, Store
-from .lineage import Lineage, Mode, open_lineage
+from .publisher import Publisher
 
 log = logging.getLogger("lenscope.tandem")
-
-Work = Callable[[Lineage], None]
 
 
 class TandemView(Protocol):
@@ -70,74 +65,6 @@ def check_analyses(trainer_cls: type, analyses: Sequence[type]) -> None:
                 )
 
 
-class Publisher:
-    """One background thread for tandem work, at most one validation behind the training loop.
-
-    During a validation (`open(node)` ... `close()`) views `defer` their publishing; each piece of work
-    later receives the lineage of the node its results were computed on. A failure is logged and
-    recorded on that node (a value and an error artifact). When strict, deferred work runs at once
-    in the training thread and its errors propagate.
-    """
-
-    def __init__(self, store: Store, *, writer: bool) -> None:
-        self.store, self.writer = store, writer
-        self._node: Node | None = None
-        self._strict = False
-        self._jobs: list[tuple[str, Work]] = []
-        self._thread: threading.Thread | None = None
-
-    def open(self, node: Node, *, strict: bool) -> None:
-        """Start collecting one validation's work, computed on `node` (after the previous validation's is done)."""
-        self.wait()
-        self._node, self._strict, self._jobs = node, strict, []
-
-    def defer(self, name: str, work: Work) -> None:
-        """Run `work(lineage)` for analysis `name` on the open validation's node: later, or now when strict."""
-        if self._node is None:
-            raise RuntimeError(f"tandem analysis {name} deferred work outside a validation")
-        if self._strict:
-            work(self._lineage(self._node))
-        else:
-            self._jobs.append((name, work))
-
-    def close(self) -> None:
-        """Hand the collected work to the background thread."""
-        jobs, node, self._jobs, self._node = self._jobs, self._node, [], None
-        if jobs and node is not None:
-            self.start(self._publish, (jobs, node), "lenscope-tandem")
-
-    def start(self, target: Callable[..., None], args: tuple, name: str) -> None:
-        """Run `target(*args)` on the background thread, once the work before it is done."""
-        self.wait()
-        self._thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        """Block until the background work (ahead-of-time compiles, the last validation's files) is done."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def record(self, name: str, node: Node, err: Exception) -> None:
-        """Log analysis `name`'s failure with its traceback and record it on `node` (a value and an error artifact)."""
-        text = "".join(traceback.format_exception(err))
-        log.error("tandem analysis %s failed at %s:\n%s", name, node, text)
-        if self.writer:
-            self.store.record(node, {f"tandem/{name}/error": f"{type(err).__name__}: {err}"})
-            self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
-
-    def _lineage(self, node: Node) -> Lineage:
-        return open_lineage(self.store, Mode.ATTACH, node, writer=self.writer)
-
-    def _publish(self, jobs: list[tuple[str, Work]], node: Node) -> None:
-        lineage = self._lineage(node)
-        for name, work in jobs:
-            try:
-                work(lineage)
-            except Exception as err:  # noqa: BLE001  (recorded on the node: a figure never stops training)
-                self.record(name, node, err)
-
-
 class Tandem:
     """The scheduler: the borrowed views of one trainer, made once so each keeps its compiled function.
 
@@ -151,6 +78,7 @@ class Tandem:
         self.trainer = trainer
         self.analyses = list(analyses)
         self.publisher = Publisher(trainer.store, writer=trainer.is_writer)
+        self.validations = 0
         self._views: list[TandemView] | None = None
 
     @property
@@ -177,6 +105,7 @@ class Tandem:
         """Run every view on the trainer's current state and node; record failures unless strict."""
         node = self.trainer.lineage.flush()
         self.publisher.open(node, strict=strict)
+        self.validations += 1
         try:
             for view in self.views:
                 try:
@@ -185,12 +114,25 @@ class Tandem:
                     if strict:
                         raise
                     self.publisher.record(view.NAME, node, err)
+        except KeyboardInterrupt:
+            self.publisher.discard()  # an interrupted validation hands nothing over
+            raise
         finally:
             self.publisher.close()
 
     def wait(self) -> None:
         """Block until the ahead-of-time work or the last validation's figures and files are done."""
         self.publisher.wait()
+
+    def stop(self) -> None:
+        """On an interrupt: give the publisher a moment to finish, then abandon what it has not started writing."""
+        self.publisher.stop()
+
+    def report(self) -> None:
+        """Log one line naming the analyses that failed during the run, if any did."""
+        summary = self.publisher.summary(self.validations)
+        if summary is not None:
+            log.error("%s", summary)
 
 
 def _ahead(work: list[tuple[str, Callable[[], Any]]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -20,9 +21,12 @@ from ..errors import UsageError
 from ..registry import job_name
 from ..store import Node, Store
 from .checkpoint import CheckpointWriter, read_checkpoint, restore_tree
+from .compile_cache import use_compile_cache
 from .config import TrainerConfig
 from .data import ArrayData
 from .extensions import analysis_runner
+from .interrupts import describe
+from .kinds import ModelAccess, model_kind
 from .lineage import Lineage, Mode, open_lineage
 from .loop import TrainingLoop
 from .placement import place_state
@@ -44,7 +48,7 @@ def open_store(store: Store | str | os.PathLike | None, configured: str | None) 
     return Store(store if store is not None else configured, readonly=jax.process_index() != 0)
 
 
-class BaseTrainer(TrainingLoop, Generic[C, M]):
+class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
     """A training job: subclasses define the model, data and loss; `run()` trains."""
 
     CONFIG: ClassVar[type] = TrainerConfig
@@ -57,12 +61,14 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         sources = self._sources(config)
         args = config if isinstance(config, self.CONFIG) else hydrate(self.CONFIG, *sources)  # fails before any write
         self.store = open_store(store, args.store_url)
+        use_compile_cache(self.store.root)  # a second run at the same shapes skips compilation (#13)
         self.base = self.store.get(base).node if base is not None else None
         saved = self.store.config(self.base) if self.base is not None else None
         if saved and not isinstance(config, self.CONFIG):
             args = hydrate(self.CONFIG, _only_known(saved, set(schema(self.CONFIG).paths())), *sources)
         self.args: C = args
         self.model: M = self.build_model()
+        self.model_kind = model_kind(self.model)  # linen, NNX or Equinox; a clear error otherwise
         self.schedule = self.build_schedule()
         self.optimizer = self.build_optimizer()
         self.data = self.build_data()
@@ -70,6 +76,8 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         self.lineage: Lineage | None = None
         self._checkpoints: CheckpointWriter | None = None
         self.restored_missing: list[str] = []
+        self._initialized: TrainState | None = None
+        self._found: dict[tuple, list[str]] = {}  # find()'s answers by target and argument signature
         self._tandem = Tandem(self, self.ANALYSIS)
         self._init_loop()
 
@@ -86,7 +94,7 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
                          f"got {type(config).__name__}")
 
     def build_model(self) -> M:
-        """The Flax linen model definition (no parameters)."""
+        """The model: a linen definition, an NNX module built with its nnx.Rngs, or an Equinox module."""
         raise NotImplementedError(f"{type(self).__name__} must define build_model()")
 
     def build_schedule(self) -> optax.Schedule:
@@ -109,10 +117,7 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
     @property
     def name(self) -> str:
         """The node name of this job: its registered name, else `module.Class` (just `Class` in scripts)."""
-        cls = type(self)
-        if "JOB_NAME" not in cls.__dict__ and cls.__module__ in ("__main__", "builtins"):
-            return Node.clean_name(cls.__qualname__)
-        return Node.clean_name(job_name(cls))
+        return node_name(type(self))
 
     @property
     def node(self) -> Node:
@@ -137,21 +142,35 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         return (batch["inputs"],)
 
     def init_params(self, key: jax.Array) -> Any:
-        """Freshly initialized parameters."""
-        sample = self.batch("train", 0)
-        return self.model.init(key, *self.model_inputs(sample))["params"]
+        """Freshly initialized parameters (NNX and Equinox models were initialized by build_model)."""
+        return self.model_kind.init_params(key, lambda: self.model_inputs(self.batch("train", 0)))
 
     def init_state(self, key: jax.Array) -> TrainState:
         """A freshly initialized training state."""
         init_key, state_key = jax.random.split(key)
         params = self.init_params(init_key)
-        return TrainState.create(params, self.optimizer.init(params), state_key)
+        return TrainState.create(params, self.optimizer.init(params), state_key,
+                                 model_state=self.model_kind.init_model_state())
+
+    def abstract_state(self) -> TrainState:
+        """The state's structure, shapes and dtypes (ShapeDtypeStruct leaves), from `jax.eval_shape` of the init."""
+        self.batch("train", 0)  # placed before the trace: a whole split's batch is kept, and must not be a tracer
+        return jax.eval_shape(self.init_state, jax.random.PRNGKey(self.args.seed))
+
+    def initialized(self) -> TrainState:
+        """The initialized state at the configured seed (not yet placed); computed once, until setup() ends."""
+        if self._initialized is None:
+            self._initialized = self.init_state(jax.random.PRNGKey(self.args.seed))
+        return self._initialized
 
     def surgery(self, state: TrainState, saved: Any) -> TrainState:
-        """Map a restored checkpoint tree onto the initialized state: strict by default (T2, #11.1).
+        """Map a restored checkpoint tree onto the abstract state (`abstract_state()`): strict by default (T2, #11.1).
 
         Override to restore a changed model on purpose, e.g. with `partial_restore` or
         `restore_tree(state, saved, may_miss=...)`; set `self.restored_missing` to what stayed initialized.
+        `state`'s leaves are `jax.ShapeDtypeStruct`s: leaves left abstract are filled from `initialized()`
+        afterwards, and a surgery that needs real initial values calls `self.initialized()` itself. The
+        model is initialized only then (#13).
         """
         restored, self.restored_missing = restore_tree(state, saved)
         return restored
@@ -164,18 +183,32 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         """
         if self.state is not None:
             return
-        state = self.init_state(jax.random.PRNGKey(self.args.seed))
-        if self.base is not None:
+        if self.base is None:
+            state = self.initialized()
+        else:
             path = self.store.checkpoint(self.base)
             if path is None:
                 raise UsageError(f"node {self.base} has no checkpoint to restore; "
                                  f"nodes with checkpoints: `lenscope ls --checkpoint`")
-            state = self.surgery(state, read_checkpoint(path))
+            saved = read_checkpoint(path, self.store.checkpoint_files(self.base))
+            state = self._fill_abstract(self.surgery(self.abstract_state(), saved))
             if not (resume or attach):
                 state = state.replace(step=np.zeros_like(state.step))
+        self._initialized = None
         self.state = place_state(state)
-        self.lineage = self._make_lineage(Mode.of(self.base, resume=resume, attach=attach))
+        try:
+            self.lineage = self._make_lineage(Mode.of(self.base, resume=resume, attach=attach))
+        except BaseException:
+            self.state = None  # no node taken (a bad selection, a lineage another job runs): setup() can retry
+            raise
         self._checkpoints = CheckpointWriter()
+
+    def _fill_abstract(self, state: TrainState) -> TrainState:
+        """Leaves surgery left abstract, taken from `initialized()`: the model is initialized only for them."""
+        if not any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree_util.tree_leaves(state)):
+            return state
+        return jax.tree_util.tree_map(lambda leaf, real: real if isinstance(leaf, jax.ShapeDtypeStruct) else leaf,
+                                      state, self.initialized())
 
     def _make_lineage(self, mode: Mode) -> Lineage:
         """The job's node, taken as `mode` says."""
@@ -197,15 +230,24 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
                          "e.g. return self.model.apply({'params': params}, resid, method=type(self.model).unembed_fn)")
 
     # -- notebook Debugger (A10) ---------------------------------------------------
-    def _debug_args(self, batch: Mapping[str, Any] | None) -> tuple:
-        key = jax.random.PRNGKey(self.args.seed)
-        state = self.state if self.state is not None else place_state(self.init_state(key))
+    def _debug_args(self, batch: Mapping[str, Any] | None, state: Any = None) -> tuple:
+        """(state, batch, key) for find/debug: this trainer's state, else `state`, else the initialized one."""
+        state = self.state if self.state is not None else state if state is not None \
+            else place_state(self.initialized())
         batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch
         return (state, batch, jax.random.PRNGKey(self.args.seed))
 
     def find(self, target: capture.Target = None, batch: Mapping[str, Any] | None = None) -> list[str]:
-        """Paths of `target` module calls (None: every module) in the forward, in call order (root is "")."""
-        return capture.find(self.trace, self._debug_args(batch), target, backend=capture.backend_for(self.model))
+        """Paths of `target` module calls (None: every module) in the forward, in call order (root is "").
+
+        Discovery needs only shapes: it traces the abstract state, and each answer is kept per target and
+        argument signature, so asking again is instant.
+        """
+        args = self._debug_args(batch, self.abstract_state() if self.state is None else None)
+        key = (repr(target), capture.signature(args))
+        if key not in self._found:
+            self._found[key] = capture.find(self.trace, args, target, backend=capture.backend_for(self.model))
+        return list(self._found[key])
 
     def debug(self, path: str,
               batch: Mapping[str, Any] | None = None) -> AbstractContextManager[tuple[Any, capture.DebugInputs]]:
@@ -218,16 +260,35 @@ class BaseTrainer(TrainingLoop, Generic[C, M]):
         return self.lineage.tick()
 
     def finish(self, error: BaseException | None = None) -> None:
-        """Mark the job's node done, or failed with the error, keeping what was written."""
+        """Mark the job's node done, or failed with the error (`interrupted` for Ctrl-C), keeping what was written."""
         if self.lineage is not None:
-            self.lineage.finish("failed" if error else "done", error=repr(error) if error else None)
+            self.lineage.finish("failed" if error else "done", error=describe(error) if error else None)
 
     def cleanup(self) -> None:
-        """Wait for checkpoint and tandem writes and release what the job owns (T4)."""
-        self._tandem.wait()
-        if self._checkpoints is not None:
-            checkpoints, self._checkpoints = self._checkpoints, None
-            checkpoints.close()
+        """Wait for checkpoint and tandem writes, end the node if nothing did, and release the lineage (T4).
+
+        A node still `running` ends `done`, or `failed` when cleanup runs while an exception propagates
+        (in a `finally:` block); a resumed node that never advanced (an evaluation) keeps the status it had.
+        """
+        error = sys.exc_info()[1]
+        try:
+            self._tandem.wait()
+            if self._checkpoints is not None:
+                checkpoints, self._checkpoints = self._checkpoints, None
+                checkpoints.close()
+        except BaseException as err:
+            error = error or err
+            raise
+        finally:
+            if self.lineage is not None:
+                self.lineage.close(error)
+
+
+def node_name(cls: type) -> str:
+    """The node name of a job class: its registered name, else `module.Class` (just `Class` in scripts)."""
+    if "JOB_NAME" not in cls.__dict__ and cls.__module__ in ("__main__", "builtins"):
+        return Node.clean_name(cls.__qualname__)
+    return Node.clean_name(job_name(cls))
 
 
 def _only_known(saved: Mapping, known: set[str], prefix: str = "") -> dict:

@@ -1,4 +1,4 @@
-"""General analyses for any Flax linen model, selected by module path; registered in `lenscope.ops`."""
+"""General analyses for any linen, NNX or Equinox model, selected by module path; registered in `lenscope.ops`."""
 
 from .base import OpAnalysis, layer_output
 

@@ -12,14 +12,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...capture import CaptureError
+from ...models import equinox, nnx
 from ...models.transformer import Attention
 from .base import OpAnalysis, root_label
 
 PATTERN_NAMES = ("pattern", "attention_weights")
 
 
-def sown_pattern(layer: nn.Module, inputs: Any) -> jax.Array:
-    """Re-run an attention layer with intermediates collected and return the weights it sows [..., heads, q, k]."""
+def sown_pattern(layer: Any, inputs: Any) -> jax.Array:
+    """Re-run an attention layer and return its weights [..., heads, q, k]: the second output with
+    `return_pattern=True` when it has that parameter (the reference models in every library), else what a
+    linen layer sows."""
+    if "return_pattern" in inputs:
+        return inputs.call(layer, return_pattern=True)[1]
     args, kwargs = inputs.args_kwargs()
     if "sow_weights" in inspect.signature(type(layer).__call__).parameters:
         kwargs["sow_weights"] = True  # flax MultiHeadDotProductAttention sows only when asked
@@ -43,7 +48,7 @@ class AttentionPatterns(OpAnalysis):
     """Per attention module: mean pattern [heads, q, k], mean entropy [heads, q] and a few examples' patterns."""
 
     NAME = "attention_patterns"
-    TARGET = (Attention, nn.MultiHeadDotProductAttention)
+    TARGET = (Attention, nnx.Attention, equinox.Attention, nn.MultiHeadDotProductAttention)
     PARAMS: ClassVar[Mapping[str, Any]] = {"examples": 4}
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, dict[str, jax.Array]]:

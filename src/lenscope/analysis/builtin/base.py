@@ -35,7 +35,7 @@ class OpAnalysis(AnalysisBase):
         """Paths matching DEFAULT_FILTER (every non-root path without one), plus REQUIRED_PATHS."""
         chosen = [p for p in paths if p] if self.DEFAULT_FILTER is None else match_paths(self.DEFAULT_FILTER, paths)
         if not chosen:
-            kinds = self.TARGET if isinstance(self.TARGET, tuple) else (self.TARGET,)
+            kinds = self.capturer.backend.check_target(self.TARGET)  # TARGET's classes of the model's library
             wanted = f"its default filter {self.DEFAULT_FILTER!r}" if self.DEFAULT_FILTER else "a non-root path"
             raise CaptureError(f"{type(self).__name__}: no discovered {' or '.join(k.__name__ for k in kinds)} call "
                                f"has {wanted}; discovered: {format_paths(paths)} (set names_filter to choose)")

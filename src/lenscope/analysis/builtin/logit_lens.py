@@ -25,13 +25,14 @@ def lens_scores(logits: jax.Array, final: jax.Array) -> dict[str, jax.Array]:
 
 
 class LogitLens(OpAnalysis):
-    """Per block (paths `blocks_*` by default): how close its residual input, unembedded, is to the final prediction.
+    """Per block (paths `blocks_*`, or `blocks/*` in NNX and Equinox, by default): how close its residual input,
+    unembedded, is to the final prediction.
 
     Needs `trainer.unembed(params, resid)`. `position` picks the sequence position scored (default the last).
     """
 
     NAME = "logit_lens"
-    DEFAULT_FILTER = ("blocks_*", "**/blocks_*")
+    DEFAULT_FILTER = ("blocks_*", "**/blocks_*", "blocks/*", "**/blocks/*")
     REQUIRED_PATHS = ("",)  # the root: its variables are the traced parameters the unembedding reads
     PARAMS: ClassVar[Mapping[str, Any]] = {"position": -1}
 
@@ -42,7 +43,7 @@ class LogitLens(OpAnalysis):
         blocks = [(path, layer, x) for path, layer, x in triples if path != ""]
         if not root or not blocks:
             raise CaptureError("logit_lens needs the root module and at least one block selected")
-        params = root[0].variables["params"]
+        params = self.params_of(root[0])
         position = int(self.params["position"])
 
         def unembed(resid: jax.Array) -> jax.Array:

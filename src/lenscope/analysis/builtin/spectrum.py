@@ -33,7 +33,7 @@ class WeightSpectrum(OpAnalysis):
         """{path/kernel: singular values}, the `top` largest when top > 0."""
         out = {}
         for path, layer, _ in self.by_path(layers, inputs):
-            kernel = layer.variables.get("params", {}).get("kernel")
+            kernel = self.capturer.backend.parameters(layer).get("kernel")
             if kernel is None:
                 continue
             values = jnp.linalg.svd(kernel_matrix(layer, kernel).astype(jnp.float32), compute_uv=False)

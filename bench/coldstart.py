@@ -1,0 +1,131 @@
+"""Cold start: how long a user waits for `lenscope run` of an analysis or a one-step training, whole process.
+
+Usage: python bench/coldstart.py [--repeats R]
+
+Cases, each as the median of R whole-process runs (a fresh interpreter each time, as a user runs it):
+  (a) `lenscope run grokking/attention`                  analysis on initialized state
+  (b) `lenscope run grokking/fourier --base NODE`        analysis on a checkpoint
+  (c) (a) and (b) again: a second run with the same shapes (warm persistent compilation cache, if any)
+  (d) `lenscope run grokking/train training/steps=1`     one training step
+Each row prints wall and CPU seconds, then the share of each phase, measured by running the same work
+through the public API step by step in a separate process (import, construct, init/restore, compile,
+run, save). Every case uses its own fresh store, except (c), which reuses (a)/(b)'s store and cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PHASES = ("import", "construct", "init/restore", "compile", "run", "save")
+
+_PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import jax
+from lenscope import resolve
+from lenscope.examples import grokking_analyses  # noqa: F401
+t1 = time.perf_counter()
+job, base, store, extra = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4:]
+cls = resolve(job)
+instance = cls(extra, base=base, store=store)
+t2 = time.perf_counter()
+times = {"import": t1 - t0, "construct": t2 - t1}
+if hasattr(instance, "analyze"):
+    instance.setup()
+    t3 = time.perf_counter()
+    batch, key = instance.analysis_batch(), instance.analysis_key()
+    executable = instance.executable(instance.state, batch, key)
+    t4 = time.perf_counter()
+    results = jax.device_get(executable(instance.state, batch, key))
+    t5 = time.perf_counter()
+    instance.publish(results)
+    instance.finish()
+    instance.cleanup()
+    t6 = time.perf_counter()
+    times.update({"init/restore": t3 - t2, "compile": t4 - t3, "run": t5 - t4, "save": t6 - t5})
+else:
+    instance.setup()
+    t3 = time.perf_counter()
+    instance.run()
+    t4 = time.perf_counter()
+    instance.finish()
+    instance.cleanup()
+    t5 = time.perf_counter()
+    times.update({"init/restore": t3 - t2, "compile": 0.0, "run": t4 - t3, "save": t5 - t4})
+print(json.dumps(times))
+"""
+
+
+def whole(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one whole `lenscope` process, and its last stdout line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout.strip().splitlines()[-1]
+
+
+def phases(job: str, base: str, store: Path, extra: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Seconds per phase of the same work, through the public API in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, job, base, str(store), *extra],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"phase probe of {job} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def row(label: str, runs: list[tuple[float, float]], parts: dict[str, float]) -> str:
+    wall = statistics.median(w for w, _ in runs)
+    cpu = statistics.median(c for _, c in runs)
+    total = sum(parts.values()) or 1.0
+    shares = "  ".join(f"{name} {100 * parts.get(name, 0.0) / total:4.1f}%" for name in PHASES)
+    return f"{label:44s} {wall:6.2f} s wall {cpu:6.2f} s CPU   {shares}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    lenscope = [sys.executable, "-m", "lenscope.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        results = [f"logging/results={root / 'results'}"]
+        train_store = root / "train-runs"
+        _, _, last = whole([*lenscope, "run", "grokking/train", "training/steps=500", "--store", str(train_store),
+                            *results], env)
+        base = last.split()[-1]
+        cases = [
+            ("(a) grokking/attention, initialized", "grokking/attention", "", root / "a-runs"),
+            ("(b) grokking/fourier --base NODE", "grokking/fourier", base, train_store),
+            ("(d) grokking/train training/steps=1", "grokking/train", "", root / "d-runs"),
+        ]
+        print(f"median of {args.repeats} whole-process runs; phase shares from one API-level probe each")
+        for label, job, node, store in cases:
+            extra = [*results] + (["training/steps=1"] if job == "grokking/train" else [])
+            command = [*lenscope, "run", job, "--store", str(store), *extra] + (["--base", node] if node else [])
+            first = [whole(command, env)[:2]]
+            again = [whole(command, env)[:2] for _ in range(args.repeats)]
+            parts = phases(job, node, store, extra, env)
+            print(row(label + ", first", first, parts))
+            if job != "grokking/train":
+                print(row("(c) " + label[4:] + ", again", again, parts))
+            else:
+                print(row(label + ", again", again, parts))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""`lenscope run`: run a job (or analyses on its state), resume the latest interrupted run, say how to resume one."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any
+
+from ..analysis import AnalysisBase
+from ..config import hydrate
+from ..errors import UsageError
+from ..registry import resolve
+from ..runner import build_job, run_analyses, run_job
+from ..store.lineages import heads
+from ..training.interrupts import on_signals
+from ..training.resume import resume_point
+from .commands import _lookup, _open
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a job (or analyses on its state) and print `node <address>` last; SIGINT/SIGTERM stop it cleanly."""
+    with on_signals():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_flags(args)
+    base = args.base
+    if args.resume:
+        base = _resume_base(args)
+    elif args.base:
+        with _open(args.store) as store:
+            _lookup(store, args.base, store.status)
+    instance = build_job(args.job, args.sources, base=base, store=args.store)
+    try:
+        node = run_analyses(instance, args.analysis) if args.analysis else run_job(instance, branch=args.branch)
+    except BaseException as err:
+        for note in _outcome(args, instance, err):
+            err.add_note(note)
+        raise
+    print(f"node {node}", flush=True)
+    return 0
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    if args.branch and not args.base:
+        raise UsageError("--branch needs --base NODE (the node to branch from)")
+    if args.resume and (args.base or args.analysis):
+        other = "--base" if args.base else "--analysis"
+        raise UsageError(f"--resume finds the node to resume itself; it cannot be combined with {other} "
+                         "(to resume a node of your choice: --base NODE)")
+
+
+def _resume_base(args: argparse.Namespace) -> str:
+    """The checkpoint node `--resume` continues from; says on stderr which run it resumes."""
+    cls = resolve(args.job)
+    where = args.store or hydrate(cls.CONFIG, *args.sources).store_url
+    with _open(where) as store:
+        point = resume_point(cls, args.sources, store, job=args.job)
+    print(f"lenscope: resuming {point.head.node} ({point.state}) from its checkpoint {point.checkpoint}",
+          file=sys.stderr, flush=True)
+    return str(point.checkpoint)
+
+
+def _outcome(args: argparse.Namespace, instance: Any, err: BaseException) -> list[str]:
+    """What a failed run did to its node, said only when it was written, and for an interrupt how to resume it."""
+    lineage = getattr(instance, "lineage", None)
+    if lineage is None:
+        return []
+    notes = []
+    if lineage.ended is not None and lineage.ended[0] == "failed":
+        notes.append(f"node {lineage.node} marked failed ({lineage.ended[1]})"
+                     if lineage.ended[1] == "interrupted" else f"node {lineage.node} marked failed")
+    unfinished = lineage.ended is None or lineage.ended[0] == "failed"  # not a run interrupted in its cleanup
+    if isinstance(err, KeyboardInterrupt) and unfinished and lineage.owner and not args.analysis \
+            and not isinstance(instance, AnalysisBase):
+        notes.append(_how_to_resume(args, instance))
+    return notes
+
+
+def _how_to_resume(args: argparse.Namespace, instance: Any) -> str:
+    """The exact command that resumes this run: `--resume` when it finds this lineage, else `--base CHECKPOINT`."""
+    store = ["--store", args.store] if args.store else []
+    lineage = instance.lineage.node.lineage
+    try:
+        if resume_point(type(instance), args.sources, instance.store, job=args.job).head.node.lineage == lineage:
+            return "resume it with: " + shlex.join(["lenscope", "run", args.job, *args.sources, "--resume", *store])
+    except UsageError:
+        pass
+    mine = [h for h in heads(instance.store, instance.name) if h.node.lineage == lineage]
+    if not mine or mine[0].checkpoint is None:
+        return "it wrote no checkpoint: run it again to start over"
+    checkpoint = str(mine[0].checkpoint)
+    return "resume it with: " + shlex.join(["lenscope", "run", args.job, *args.sources, "--base", checkpoint, *store])

@@ -1,0 +1,184 @@
+"""The tandem publisher: one background thread saving each validation's figures and files, at most one behind.
+
+Views `defer` the slow half of their work (plots, files, `on_analysis_end`); each piece of work later
+receives the lineage of the node its results were computed on. Every write of that work passes the
+publisher's gate, so on an interrupt `stop()` can let it finish for a moment and then abandon the rest
+cleanly: a file and its artifact are saved together or not at all, and nothing is written after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..store import Node, Store
+from .interrupts import shielded
+from .lineage import Lineage, Mode, open_lineage
+
+log = logging.getLogger("lenscope.tandem")
+
+Work = Callable[[Lineage], None]
+STOP_GRACE_S = 2.0  # how long an interrupted run lets the publisher finish what it was handed
+
+
+class Abandoned(Exception):
+    """Raised at the gate of work that starts writing after the publisher was stopped; the work is dropped."""
+
+
+@dataclass
+class Failures:
+    """The failures of one tandem analysis during a run: how many, where first and last, the last error."""
+
+    count: int
+    first: Node
+    last: Node
+    error: str
+
+
+def one_line(err: BaseException) -> str:
+    """`Type: first line of the message`: how a repeated failure is shown and recorded."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+class Publisher:
+    """One background thread for tandem work, at most one validation behind the training loop.
+
+    During a validation (`open(node)` ... `close()`) views `defer` their publishing. A failure is
+    logged (the traceback the first time per analysis, one line after) and recorded on the node it
+    belongs to (a value and an error artifact). When strict, deferred work runs at once in the
+    training thread and its errors propagate.
+    """
+
+    def __init__(self, store: Store, *, writer: bool) -> None:
+        self.store, self.writer = store, writer
+        self.failures: dict[str, Failures] = {}
+        self._node: Node | None = None
+        self._strict = False
+        self._jobs: list[tuple[str, Work]] = []
+        self._thread: threading.Thread | None = None
+        self._abandoned: threading.Thread | None = None  # the thread left running by stop()
+        self._gate = threading.RLock()
+        self._stopped = threading.Event()
+        self._failures_lock = threading.Lock()
+
+    def open(self, node: Node, *, strict: bool) -> None:
+        """Start collecting one validation's work, computed on `node` (after the previous validation's is done)."""
+        self.wait()
+        if self._stopped.is_set():  # a run after an interrupted one: the abandoned work ends (unable to write) first
+            if self._abandoned is not None:
+                self._abandoned.join()
+            self._abandoned = None
+            self._stopped.clear()
+        self._node, self._strict, self._jobs = node, strict, []
+
+    def defer(self, name: str, work: Work) -> None:
+        """Run `work(lineage)` for analysis `name` on the open validation's node: later, or now when strict."""
+        if self._node is None:
+            raise RuntimeError(f"tandem analysis {name} deferred work outside a validation")
+        if self._strict:
+            work(self._lineage(self._node))
+        else:
+            self._jobs.append((name, work))
+
+    def close(self) -> None:
+        """Hand the collected work to the background thread."""
+        jobs, node, self._jobs, self._node = self._jobs, self._node, [], None
+        if jobs and node is not None:
+            self.start(self._publish, (jobs, node), "lenscope-tandem")
+
+    def discard(self) -> None:
+        """Drop the open validation's collected work (the run is being interrupted)."""
+        self._jobs, self._node = [], None
+
+    def start(self, target: Callable[..., None], args: tuple, name: str) -> None:
+        """Run `target(*args)` on the background thread, once the work before it is done."""
+        self.wait()
+        if self._stopped.is_set():
+            return
+        self._thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the background work (ahead-of-time compiles, the last validation's files) is done.
+
+        After `stop()` it returns at once: the work left can no longer write.
+        """
+        if self._thread is not None and not self._stopped.is_set():
+            self._thread.join()
+            self._thread = None
+
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """On an interrupt: let the handed-over work finish for up to `grace` seconds, then abandon the rest.
+
+        Work that has not started writing by then never does (its file and artifact are both left
+        out); a write in progress completes before this returns.
+        """
+        self.discard()
+        if self._thread is not None:
+            self._thread.join(grace)
+        self._stopped.set()
+        with self._gate:  # a write in progress ends here; every later one meets the stopped gate
+            pass
+        self._abandoned, self._thread = self._thread, None
+
+    @contextlib.contextmanager
+    def gate(self) -> Iterator[None]:
+        """Where deferred work writes: refused (Abandoned) once stopped; held from signals while it writes."""
+        with self._gate, shielded():
+            if self._stopped.is_set():
+                raise Abandoned("the run was interrupted")
+            yield
+
+    def record(self, name: str, node: Node, err: Exception) -> None:
+        """Report analysis `name`'s failure and record it on `node` (a value `tandem/NAME/error`, an error artifact).
+
+        The first failure of an analysis is logged with its traceback, later ones in one line each.
+        """
+        text = "".join(traceback.format_exception(err))
+        with self._failures_lock:
+            seen = self.failures.get(name)
+            if seen is None:
+                self.failures[name] = Failures(1, node, node, one_line(err))
+            else:
+                seen.count, seen.last, seen.error = seen.count + 1, node, one_line(err)
+        if seen is None:
+            log.error("tandem analysis %s failed at %s (training goes on; a later failure is one line, "
+                      "each traceback is on its node as artifact %s.error):\n%s", name, node, name, text)
+        else:
+            log.error("tandem analysis %s failed again at %s: %s", name, node, one_line(err))
+        if self.writer:
+            with contextlib.suppress(Abandoned), self.gate():
+                self.store.record(node, {f"tandem/{name}/error": one_line(err)})
+                self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+
+    def summary(self, validations: int) -> str | None:
+        """One line naming every analysis that failed during the run (None when none did)."""
+        if not self.failures:
+            return None
+        parts = [f"{name} at {f.count} of {validations} validations (first {f.first}, last {f.last}: {f.error})"
+                 for name, f in sorted(self.failures.items())]
+        names = ", ".join(f"{name}.error" for name in sorted(self.failures))
+        return (f"tandem analyses failed during this run: {'; '.join(parts)}. "
+                f"Tracebacks: `lenscope ls --artifact NAME.error` ({names})")
+
+    def _lineage(self, node: Node) -> Lineage:
+        lineage = open_lineage(self.store, Mode.ATTACH, node, writer=self.writer)
+        lineage.guard = self.gate
+        return lineage
+
+    def _publish(self, jobs: list[tuple[str, Work]], node: Node) -> None:
+        lineage = self._lineage(node)
+        for name, work in jobs:
+            if self._stopped.is_set():
+                return
+            try:
+                work(lineage)
+            except Abandoned:
+                return
+            except Exception as err:  # noqa: BLE001  (recorded on the node: a figure never stops training)
+                self.record(name, node, err)
