@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from lenscope.errors import StoreError, UsageError, hint
 from lenscope.store.blobs import BlobFolder
-from lenscope.store.engine import WRITE, Location, check_writable, locate, make_engine, prepare
+from lenscope.store.engine import WRITE, Location, NotCreated, check_writable, locate, make_engine, prepare
 from lenscope.store.node import Node
 from lenscope.store.schema import nodes
 
@@ -36,8 +36,13 @@ class StoreBase:
             self.root.mkdir(parents=True, exist_ok=True)
             if self._location.sqlite_file is not None:
                 self._location.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-        if not self.readonly:
-            self._engine()  # a readonly store opens on first use: process 0 of a job may still be creating it
+        try:
+            if not self.readonly or self._location.sqlite_file is None or self._location.sqlite_file.exists():
+                self._engine()
+        except NotCreated:
+            if not self.readonly:
+                raise
+            # an empty database: process 0 of a job may still be creating it, so a readonly open retries on first use
 
     def _engine(self) -> Engine:
         """The engine, created (and the schema checked) on first use."""

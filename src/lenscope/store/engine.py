@@ -237,6 +237,10 @@ def _refuse_foreign(connection, location: Location) -> None:
             "store in it; lenscope adds no tables to it: give a new store folder or file")
 
 
+class NotCreated(StoreError):
+    """A readonly open found no lenscope schema and no other tables: nothing, or a store still being created."""
+
+
 def prepare(engine: Engine, location: Location, readonly: bool) -> None:
     """Create the tables in a new store (unless readonly) and refuse a store of another schema version."""
     if not readonly and read_only_reason(location) is not None:
@@ -250,7 +254,7 @@ def prepare(engine: Engine, location: Location, readonly: bool) -> None:
                     if version is None:
                         _refuse_foreign(connection, location)
                         if readonly:
-                            raise StoreError(
+                            raise NotCreated(
                                 f"no lenscope store at {location.shown} (opened readonly: none is created)")
                         metadata.create_all(connection)
                         connection.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))

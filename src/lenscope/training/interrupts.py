@@ -43,6 +43,7 @@ class _Signals:
         self.depth = 0  # shielded sections open in the main thread
         self.pending: int | None = None  # a signal held until the sections end
         self.stopping = 0  # signals received since the job started stopping
+        self.signum = signal.SIGINT  # the signal that started it
 
     def handle(self, signum: int, _frame) -> None:
         if self.stopping:
@@ -55,13 +56,13 @@ class _Signals:
         elif self.depth:
             self.pending = signum
         else:
-            self.stopping = 1
+            self.stopping, self.signum = 1, signum
             raise Interrupted(signum)
 
     def deliver(self) -> None:
         signum, self.pending = self.pending, None
         if signum is not None and not self.stopping:
-            self.stopping = 1
+            self.stopping, self.signum = 1, signum
             raise Interrupted(signum)
 
 
@@ -86,6 +87,13 @@ def on_signals() -> Iterator[None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _STATE.installed, _STATE.stopping, _STATE.pending = False, 0, None
+
+
+def check() -> None:
+    """Raise `Interrupted` if a signal arrived: the loop calls it each step, because a signal that lands in a
+    finalizer or a garbage-collection callback raises there, where Python prints and swallows the exception."""
+    if _STATE.installed and _STATE.stopping and _in_main_thread() and not _STATE.depth:
+        raise Interrupted(_STATE.signum)
 
 
 @contextlib.contextmanager

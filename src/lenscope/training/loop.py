@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .interrupts import check as check_interrupt
 from .interrupts import shielded
 from .kinds import evaluating, stepping
 from .metrics import MetricLog, table
@@ -139,6 +140,7 @@ class TrainingLoop:
         totals, count, t0 = None, 0, time.perf_counter()
         try:
             for step in range(start + 1, args.steps + 1):
+                check_interrupt()  # a signal swallowed where it landed (a GC callback) still stops the run
                 if step == start + 1 or (step - 1) % per_epoch == 0:
                     self.on_train_epoch_start((step - 1) // per_epoch)
                 self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
