@@ -184,11 +184,13 @@ def world(tmp_path_factory) -> World:
 
 
 def snapshot(root: Path) -> tuple[dict, dict]:
-    """Every file under root by content, and every row of every table of each readable SQLite database (whose
-    files may change without their content changing: WAL checkpoints)."""
+    """Every file under root by content (the compilation cache aside), and every row of every table of each
+    readable SQLite database (whose files may change without their content changing: WAL checkpoints)."""
     files, tables = {}, {}
     for path in sorted(root.rglob("*")):
         relative = str(path.relative_to(root))
+        if "compile_cache" in path.parts:  # JAX's persistent compilation cache: a cache, not the store's data
+            continue
         if path.is_symlink() or path.is_fifo():
             files[relative] = f"special {os.readlink(path) if path.is_symlink() else 'fifo'}"
         elif (path.is_file() and not path.name.endswith(("-wal", "-shm"))

@@ -58,11 +58,11 @@ def _summary(cls: type) -> str:
 
 # ---- store access -------------------------------------------------------------------------------
 
-def _open(where: str | None) -> Store:
-    """The store opened read-only; a missing store or one of another version is a usage error."""
+def open_store(where: str | None, readonly: bool = True) -> Store:
+    """The store (read-only unless asked), checked readable; a missing one or another version is a usage error."""
     store = None
     try:
-        store = Store(where, readonly=True)
+        store = Store(where, readonly=readonly)
         store.query().limit(0).count()
     except StoreError as err:
         if store is not None:
@@ -153,7 +153,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not _per_node(args):
         return _ls_runs(args)
     keys = _keys(args.keys)
-    with _open(args.store) as store:
+    with open_store(args.store) as store:
         query = _query(store, args)
         if args.latest:
             latest = query.latest(keys)
@@ -182,7 +182,7 @@ def _ls_runs(args: argparse.Namespace) -> int:
         if status not in (*STATUSES, "stale"):
             raise UsageError(f"unknown status {status!r}{hint(status, STATUSES)}; "
                              f"statuses: {', '.join(STATUSES)}, stale")
-    with _open(args.store) as store:
+    with open_store(args.store) as store:
         names = {Node.clean_name(n) for n in args.name or ()}
         runs = [r for r in with_liveness(store, lineage_rows(store))
                 if (not names or r.name in names) and (not args.nonce or r.nonce in args.nonce)
@@ -261,7 +261,7 @@ def _fmt(value: Any) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Show one node: status, lineage, values, artifacts, checkpoint and config."""
-    with _open(args.store) as store:
+    with open_store(args.store) as store:
         record = _lookup(store, args.node, store.get)
         children = store.children(record.node)
         status = mark_stale(store, [{"node": str(record.node), "status": record.status}])[0]["status"]
@@ -308,7 +308,7 @@ def _flatten(tree: dict, prefix: str = "") -> list[tuple[str, Any]]:
 
 def cmd_get(args: argparse.Namespace) -> int:
     """Write an artifact's exact bytes to a file (atomically) or stdout."""
-    with _open(args.store) as store:
+    with open_store(args.store) as store:
         payload = _lookup(store, args.node, lambda n: _artifact(store, n, args.name, args.version), args.name)
     checked_filename(payload.filename, f"artifact {args.name!r} on {args.node}")
     out = output_path(args.output, payload.filename) if args.output else None  # checked before any byte is read

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import StoreError, UsageError
+from ..errors import UsageError
 from ..store import Store
 from ..store.engine import locate
 from ..store.fsck import fsck
 from ..store.garbage import MIN_AGE_S, collect
+from .commands import open_store
 
 
 def add_parsers(sub: argparse._SubParsersAction, make) -> None:
@@ -36,20 +37,12 @@ def _min_age(parser: argparse.ArgumentParser) -> None:
                              f"(default {MIN_AGE_S:.0f})")
 
 
-def _open(where: str | None, readonly: bool) -> Store:
+def _checked(where: str | None, readonly: bool) -> Store:
     """The store, checked to exist and be readable; a missing one is a usage error (never created here)."""
     file = locate(where).sqlite_file
     if file is not None and not file.exists():
         raise UsageError(f"no lenscope store at {where or file.parent}: nothing to check (see --store)")
-    store = None
-    try:
-        store = Store(where, readonly=readonly)
-        store.query().limit(0).count()
-    except StoreError as err:
-        if store is not None:
-            store.close()
-        raise UsageError(str(err)) from None
-    return store
+    return open_store(where, readonly)
 
 
 def _check_age(seconds: float) -> float:
@@ -61,7 +54,7 @@ def _check_age(seconds: float) -> float:
 def cmd_fsck(args: argparse.Namespace) -> int:
     """Print every finding and a summary; 1 while damage or garbage remains, else 0."""
     min_age = _check_age(args.min_age)
-    with _open(args.store, readonly=not args.repair) as store:
+    with _checked(args.store, readonly=not args.repair) as store:
         findings = fsck(store, repair=args.repair, min_age=min_age)
     for finding in findings:
         print(finding)
@@ -75,7 +68,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 def cmd_gc(args: argparse.Namespace) -> int:
     """Remove (or with --dry-run list) unreferenced blobs and leftovers; print each and the total."""
     min_age = _check_age(args.min_age)
-    with _open(args.store, readonly=args.dry_run) as store:
+    with _checked(args.store, readonly=args.dry_run) as store:
         items = collect(store, dry_run=args.dry_run, min_age=min_age)
     verb = "would remove" if args.dry_run else "removed"
     for item in items:

@@ -15,7 +15,7 @@ from ..runner import build_job, run_analyses, run_job
 from ..store.lineages import heads
 from ..training.interrupts import on_signals
 from ..training.resume import resume_point
-from .commands import _lookup, _open
+from .commands import _lookup, open_store
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         base = _resume_base(args)
     elif args.base:
-        with _open(args.store) as store:
+        with open_store(args.store) as store:
             _lookup(store, args.base, store.status)
     instance = build_job(args.job, args.sources, base=base, store=args.store)
     try:
@@ -56,7 +56,7 @@ def _resume_base(args: argparse.Namespace) -> str:
     """The checkpoint node `--resume` continues from; says on stderr which run it resumes."""
     cls = resolve(args.job)
     where = args.store or hydrate(cls.CONFIG, *args.sources).store_url
-    with _open(where) as store:
+    with open_store(where) as store:
         point = resume_point(cls, args.sources, store, job=args.job)
     print(f"lenscope: resuming {point.head.node} ({point.state}) from its checkpoint {point.checkpoint}",
           file=sys.stderr, flush=True)
