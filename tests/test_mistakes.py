@@ -201,13 +201,17 @@ def snapshot(root: Path) -> tuple[dict, dict]:
 
 def _dump(path: Path, relative: str, tables: dict) -> bool:
     """Add every row of every table of the database at `path` to `tables`; False when it cannot be read."""
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
-                tables[f"{relative}:{name}"] = sorted(map(repr, db.execute(f'SELECT * FROM "{name}"')))
-    except sqlite3.DatabaseError:
-        return False
-    return True
+    for mode in ("mode=ro", "immutable=1"):  # immutable: the file as it is, whatever -wal/-shm lie beside it
+        found: dict = {}
+        try:
+            with sqlite3.connect(f"file:{path}?{mode}", uri=True) as db:
+                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+                    found[f"{relative}:{name}"] = sorted(map(repr, db.execute(f'SELECT * FROM "{name}"')))
+        except sqlite3.DatabaseError:
+            continue
+        tables.update(found)
+        return True
+    return False
 
 
 # (id, argv with {node} {root} {store}, fragments the one error line holds, exit code)
