@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import lenscope_cmd
+from xor_job import XOR_JOB
 
 from lenscope.cli import main
 from lenscope.errors import UsageError
@@ -25,40 +26,7 @@ from lenscope.files import MAX_NAME_BYTES, MAX_NAME_CHARS, check_plain_name
 from lenscope.runner import run_job
 from lenscope.store import Store
 
-JOBS = '''
-    from dataclasses import dataclass
-
-    import jax.numpy as jnp
-    import numpy as np
-    import optax
-
-    from lenscope import AnalysisBase, ArrayData, BaseTrainer, TrainerConfig, field
-    from lenscope.models import MLPClassifier
-
-
-    @dataclass
-    class XorConfig(TrainerConfig):
-        steps: int = field("training/steps", default=4, help="steps")
-        checkpoint_interval: int = field("logging/checkpoint_interval", default=4, help="checkpoint every N steps")
-
-
-    class Xor(BaseTrainer[XorConfig, MLPClassifier]):
-        """A tiny MLP on a toy task: trains in a blink."""
-
-        CONFIG = XorConfig
-
-        def build_model(self):
-            return MLPClassifier(features=(8,), n_out=2)
-
-        def build_data(self):
-            x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
-            y = (x[:, 0] > 0).astype(np.int32)
-            return ArrayData({"train": {"inputs": x, "labels": y}, "validation": {"inputs": x, "labels": y}},
-                             batch_size=32, seed=0)
-
-        def loss(self, params, batch, key):
-            logits = self.model.apply({"params": params}, batch["inputs"])
-            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean(), {}
+JOBS = XOR_JOB + textwrap.dedent('''
 
 
     class BadAnalyze(AnalysisBase[XorConfig, MLPClassifier], Xor):
@@ -125,7 +93,7 @@ JOBS = '''
 
         def analyze(self, layer, inputs):
             return {"mean": inputs["inputs"].mean()}
-'''
+''')
 
 
 def alias_bomb(levels: int = 9, width: int = 9, flow: bool = False) -> str:
@@ -150,7 +118,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
     root = tmp_path_factory.mktemp("mistakes")
-    jobs = textwrap.dedent(JOBS).replace("LIMIT", str(MAX_NAME_BYTES)).replace("CHARS", str(MAX_NAME_CHARS))
+    jobs = JOBS.replace("LIMIT", str(MAX_NAME_BYTES)).replace("CHARS", str(MAX_NAME_CHARS))
     (root / "my_jobs.py").write_text(jobs)
     store = root / "runs"
     node = run_job(f"{root / 'my_jobs.py'}:Xor", [f"logging/results={root / 'results'}"], store=store)

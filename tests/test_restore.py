@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tests.conftest import lenscope_cmd
+from tests.xor_job import XOR_JOB
 
 from lenscope.errors import CheckpointError
 from lenscope.runner import run_job
@@ -46,42 +46,10 @@ def test_partial_restore_is_the_explicit_opt_in():
     assert missing == ["params/head"]
 
 
-FOREIGN = '''
-    from dataclasses import dataclass
-
-    import numpy as np
-    import optax
-
-    from lenscope import ArrayData, BaseTrainer, TrainerConfig, field
-    from lenscope.models import MLPClassifier
-
-
-    @dataclass
-    class XorConfig(TrainerConfig):
-        steps: int = field("training/steps", default=4, help="steps")
-        checkpoint_interval: int = field("logging/checkpoint_interval", default=4, help="checkpoint every N steps")
-
-
-    class Xor(BaseTrainer[XorConfig, MLPClassifier]):
-        CONFIG = XorConfig
-
-        def build_model(self):
-            return MLPClassifier(features=(8,), n_out=2)
-
-        def build_data(self):
-            x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
-            y = (x[:, 0] > 0).astype(np.int32)
-            return ArrayData({"train": {"inputs": x, "labels": y}, "validation": {"inputs": x, "labels": y}},
-                             batch_size=32, seed=0)
-
-        def loss(self, params, batch, key):
-            logits = self.model.apply({"params": params}, batch["inputs"])
-            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean(), {}
-'''
 
 
 def test_an_analysis_on_a_foreign_checkpoint_fails_before_anything_is_written(tmp_path: Path):
-    (tmp_path / "xor.py").write_text(textwrap.dedent(FOREIGN))
+    (tmp_path / "xor.py").write_text(XOR_JOB)
     store_root = tmp_path / "runs"
     node = run_job(f"{tmp_path / 'xor.py'}:Xor", [f"logging/results={tmp_path / 'results'}"], store=store_root)
     before = Store(store_root).get(node)
