@@ -5,16 +5,20 @@ Usage: python bench/coldstart.py [--repeats R]
 Cases, each as the median of R whole-process runs (a fresh interpreter each time, as a user runs it):
   (a) `lenscope run grokking/attention`                  analysis on initialized state
   (b) `lenscope run grokking/fourier --base NODE`        analysis on a checkpoint
-  (c) (a) and (b) again: a second run with the same shapes (warm persistent compilation cache, if any)
+  (c) (a) and (b) again: a second run with the same shapes (warm persistent compilation cache)
   (d) `lenscope run grokking/train training/steps=1`     one training step
-Each row prints wall and CPU seconds, then the share of each phase, measured by running the same work
-through the public API step by step in a separate process (import, construct, init/restore, compile,
-run, save). Every case uses its own fresh store, except (c), which reuses (a)/(b)'s store and cache.
+A first run gets a compilation cache folder of its own ($LENSCOPE_COMPILE_CACHE), empty; the runs again
+share the one a first run filled. Each row prints wall and CPU seconds (CPU: user + system of the
+process and its threads), then the share of each phase, measured by running the same work through the
+public API step by step in a separate process with the same cache state (import, construct,
+init/restore, compile, run, save). The load average is printed before and after: on a shared machine,
+wall time grows with it and CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -95,6 +99,11 @@ def row(label: str, runs: list[tuple[float, float]], parts: dict[str, float]) ->
     return f"{label:44s} {wall:6.2f} s wall {cpu:6.2f} s CPU   {shares}"
 
 
+def load() -> str:
+    """The 1, 5 and 15 minute load averages, as `uptime` shows them."""
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
@@ -103,28 +112,40 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        count = itertools.count()
+
+        def fresh() -> Path:
+            """A compilation cache folder no run has used."""
+            return root / f"cache-{next(count)}"
+
+        def cached(folder: Path) -> dict[str, str]:
+            return {**env, "LENSCOPE_COMPILE_CACHE": str(folder)}
+
         results = [f"logging/results={root / 'results'}"]
         train_store = root / "train-runs"
         _, _, last = whole([*lenscope, "run", "grokking/train", "training/steps=500", "--store", str(train_store),
-                            *results], env)
+                            *results], cached(fresh()))
         base = last.split()[-1]
         cases = [
             ("(a) grokking/attention, initialized", "grokking/attention", "", root / "a-runs"),
             ("(b) grokking/fourier --base NODE", "grokking/fourier", base, train_store),
             ("(d) grokking/train training/steps=1", "grokking/train", "", root / "d-runs"),
         ]
-        print(f"median of {args.repeats} whole-process runs; phase shares from one API-level probe each")
+        print(f"median of {args.repeats} whole-process runs; phase shares from one API-level probe each; "
+              f"load average {load()}")
         for label, job, node, store in cases:
             extra = [*results] + (["training/steps=1"] if job == "grokking/train" else [])
             command = [*lenscope, "run", job, "--store", str(store), *extra] + (["--base", node] if node else [])
-            first = [whole(command, env)[:2]]
-            again = [whole(command, env)[:2] for _ in range(args.repeats)]
-            parts = phases(job, node, store, extra, env)
-            print(row(label + ", first", first, parts))
-            if job != "grokking/train":
-                print(row("(c) " + label[4:] + ", again", again, parts))
-            else:
-                print(row(label + ", again", again, parts))
+            first, warm = [], root / "none"
+            for _ in range(args.repeats):
+                warm = fresh()
+                first.append(whole(command, cached(warm))[:2])
+            cold_parts = phases(job, node, store, extra, cached(fresh()))
+            again = [whole(command, cached(warm))[:2] for _ in range(args.repeats)]
+            warm_parts = phases(job, node, store, extra, cached(warm))
+            print(row(label + ", first", first, cold_parts))
+            print(row(("(c) " + label[4:] if job != "grokking/train" else label) + ", again", again, warm_parts))
+        print(f"load average {load()}")
 
 
 if __name__ == "__main__":

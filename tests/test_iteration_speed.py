@@ -9,12 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import flax.linen as nn
 import jax
 import pytest
 from conftest import TINY, xla_compilations
+from flax import nnx
 
 import lenscope.ops
+from lenscope.capture.targets import target_classes
+from lenscope.errors import UsageError
 from lenscope.examples.grokking import GrokTrainer
+from lenscope.models import Attention
+from lenscope.models import nnx as nnx_models
 from lenscope.runner import run_job
 from lenscope.training.compile_cache import ENV, cache_folder
 
@@ -96,7 +102,8 @@ assert main(sys.argv[1:]) == 0
 print(json.dumps({
     "compiled": [m.group(1) for m in map(re.compile(r"Finished XLA compilation of jit\\(([^)]+)\\)").match, seen) if m],
     "hits": [m.group(1) for m in map(re.compile(r"Persistent compilation cache hit for '([^']+)'").match, seen) if m],
-    "modules": sorted(m for m in ("datasets", "pyarrow", "matplotlib") if m in sys.modules),
+    "modules": sorted(m for m in ("datasets", "pyarrow", "matplotlib", "flax.nnx", "equinox", "lenscope.models.nnx",
+                                  "lenscope.models.equinox") if m in sys.modules),
 }))
 '''
 
@@ -120,6 +127,8 @@ def test_a_second_process_reuses_the_compiled_analysis_and_editing_analyze_recom
     first = run()
     assert captures(first["compiled"]) and not captures(first["hits"])
     assert not {"datasets", "pyarrow"} & set(first["modules"])  # not a table analysis
+    assert "matplotlib" not in first["modules"]  # nothing to plot: plot() returned None
+    assert first["modules"] == []  # a linen job imports neither flax.nnx nor equinox (nor their models)
     assert any(cache.iterdir())
     second = run()
     assert captures(second["hits"])  # the analysis came from the cache, compiled by the first process
@@ -135,3 +144,15 @@ def test_the_compile_cache_sits_beside_the_store_unless_configured_or_off(monkey
     assert cache_folder(tmp_path / "runs") == tmp_path / "elsewhere"
     monkeypatch.setenv(ENV, "off")
     assert cache_folder(tmp_path / "runs") is None
+
+
+def test_a_target_named_by_import_path_is_looked_up_only_once_its_module_is_imported():
+    """TARGET strings name another library's counterpart without importing it: unimported means not in the model."""
+    assert target_classes((Attention, "lenscope.models.nnx.Attention"), nn.Module) == (Attention,)
+    assert target_classes((Attention, "lenscope.models.nnx.Attention"), nnx.Module) == (nnx_models.Attention,)
+    with pytest.raises(UsageError, match="names no flax.linen module class"):
+        target_classes(("never.imported.Attention",), nn.Module)
+    with pytest.raises(UsageError, match="lenscope.models.nnx has no class 'Atention'"):
+        target_classes((Attention, "lenscope.models.nnx.Atention"), nn.Module)
+    with pytest.raises(UsageError, match="'Attention' is not an import path"):
+        target_classes((Attention, "Attention"), nn.Module)

@@ -12,15 +12,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 import flax.linen as nn
 import jax
 
-from ..capture import Capturer, backend_for
+from ..capture import Capturer, Target, backend_for
 from ..capture.patch_access import Interventions
 from ..files import check_plain_name
 from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode
 from ..training.placement import abstract, to_host
 from ..training.publisher import Publisher
-from . import plots
 from .cfg import choose_paths
+from .lazy_plots import PlotHelper, prewarm_plots
 from .publish import render
 from .table_run import publish_table, run_table
 
@@ -33,7 +33,6 @@ M = TypeVar("M", bound=nn.Module)
 
 # (view, lineage) while a tandem view publishes on the publisher's thread: its node there is the one it computed on
 _PUBLISHING: ContextVar[tuple[Any, Lineage] | None] = ContextVar("lenscope_publishing", default=None)
-prewarm_plots = functools.cache(plots.prewarm)  # the plotting stack loads once per process
 
 
 class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
@@ -41,7 +40,7 @@ class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
 
     NAME: ClassVar[str] = ""
     ANALYSIS: ClassVar[tuple] = ()
-    TARGET: ClassVar[type | tuple[type, ...]] = nn.Module
+    TARGET: ClassVar[Target] = nn.Module  # module classes or their import paths ('pkg.module.Class')
     SPLIT: ClassVar[str] = "validation"
     SCHEMA: ClassVar[Mapping[str, Any] | None] = None  # column -> dtype/shape per example: table mode (D2)
     COMPILER_OPTIONS: ClassVar[Mapping[str, Any] | None] = None  # XLA options; None: DEFAULT_COMPILER_OPTIONS
@@ -55,11 +54,11 @@ class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
     _cfg_params: Mapping[str, Any] | None = None  # PARAMS updated by the bound AnalysisCfg's params
     _call_inputs: Mapping[str, Any] | None = None  # the caller's analysis_inputs, during one call only
 
-    heatmap = staticmethod(plots.heatmap)
-    heatmaps = staticmethod(plots.heatmaps)
-    line = staticmethod(plots.line)
-    bar = staticmethod(plots.bar)
-    scatter = staticmethod(plots.scatter)
+    heatmap = PlotHelper("heatmap")  # the plot helpers (lenscope.analysis.plots), matplotlib loaded on first use
+    heatmaps = PlotHelper("heatmaps")
+    line = PlotHelper("line")
+    bar = PlotHelper("bar")
+    scatter = PlotHelper("scatter")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A1: the analysis must come before any trainer in the bases, so run() is the analysis."""
@@ -142,7 +141,7 @@ class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
         """
         view = cls.__new__(cls)
         view._view_of, view._publisher, view._own_lineage = trainer, publisher, lineage
-        for attr in ("args", "store", "base", "model", "model_kind", "schedule", "optimizer", "data"):
+        for attr in ("args", "store", "base", "model", "model_kind", "schedule", "optimizer", "data", "placement"):
             setattr(view, attr, getattr(trainer, attr))
         view.capturer = view._new_capturer()
         view.restored_missing, view._checkpoints = [], None
@@ -307,12 +306,14 @@ class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
                 _PUBLISHING.reset(token)
 
     def warm(self) -> list[Callable[[], Any]]:
-        """A tandem view's ahead-of-time work, prepared in the training thread: load the plotting stack (process 0)
-        and compile the capture function for the state's shapes (table analyses compile on their first batch)."""
+        """A tandem view's ahead-of-time work, prepared in the training thread: load the plotting stack (process 0,
+        if plot() is overridden) and compile the capture function for the state's shapes (table analyses compile on
+        their first batch)."""
         if self.output_schema() is not None:
             return []
         args = abstract((self.state, self.analysis_batch(), self.analysis_key()))
-        return [*([prewarm_plots] if self.is_writer else []), functools.partial(self.executable, *args)]
+        plots = self.is_writer and type(self).plot is not AnalysisBase.plot  # the default plot() draws nothing
+        return [*([prewarm_plots] if plots else []), functools.partial(self.executable, *args)]
 
 
 def _check_name(cls: type) -> None:

@@ -6,25 +6,31 @@ import sys
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from ..errors import UsageError
 from .json_bytes import to_json_bytes
-from .plots import to_pdf_bytes
 
 
-def close_figure(figure: Figure) -> None:
+def close_figure(figure: Any) -> None:
     """Release a figure that pyplot manages (bare Figures need nothing; without pyplot loaded none is managed)."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close(figure)
 
 
+def is_figure(output: Any) -> bool:
+    """Whether `output` is a matplotlib Figure, without importing matplotlib (never imported: it cannot be one)."""
+    figure = sys.modules.get("matplotlib.figure")
+    return figure is not None and isinstance(output, figure.Figure)
+
+
 def render(name: str, output: Any) -> tuple[str, bytes] | None:
     """(filename, content) for a plot() result: a Figure -> NAME.pdf, a JSON value -> NAME.json, None -> nothing."""
     if output is None:
         return None
-    if isinstance(output, Figure):
+    if is_figure(output):
+        # lazy: the PDF writer (matplotlib) loads only when there is a figure to write
+        from .plots import to_pdf_bytes
         content = to_pdf_bytes(output)
         close_figure(output)
         return f"{name}.pdf", content

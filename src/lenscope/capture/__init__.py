@@ -3,23 +3,27 @@
 Below training and analysis (it imports neither): discovery and selection, capture in one jit,
 DebugInputs, result validation, the eager Debugger, the Capturer that keeps the compiled
 executables, and the CaptureBackend seam a model library plugs into (flax.linen, flax.nnx, equinox).
+NnxBackend and EquinoxBackend import their libraries, so they are imported here on first access only.
 """
+
+import importlib
+from typing import Any
 
 from .backend import CaptureBackend, Interceptor, ModuleCall, Target
 from .capture import discover, make_capture_fn
 from .capturer import Capturer
-from .choose import BACKENDS, backend_for, resolve_backend
+from .choose import LIBRARIES, backend_for, backends, resolve_backend
 from .debugger import debug, find
-from .equinox import EquinoxBackend
 from .inputs import DebugInputs
 from .linen import LinenBackend, module_path
-from .nnx import NnxBackend
 from .paths import CaptureError, format_paths, glob_regex, match_paths, validate_selection
 from .results import validate_result
 from .specs import abstract, signature
 
+_LAZY = {"EquinoxBackend": ".equinox", "NnxBackend": ".nnx"}  # name -> module: flax.nnx/equinox load on use
+
 __all__ = [
-    "BACKENDS",
+    "LIBRARIES",
     "CaptureBackend",
     "CaptureError",
     "Capturer",
@@ -32,6 +36,7 @@ __all__ = [
     "Target",
     "abstract",
     "backend_for",
+    "backends",
     "debug",
     "discover",
     "find",
@@ -45,3 +50,12 @@ __all__ = [
     "validate_result",
     "validate_selection",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """NnxBackend and EquinoxBackend, imported on first access (with flax.nnx or equinox)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'lenscope.capture' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

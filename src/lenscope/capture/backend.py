@@ -11,7 +11,7 @@ from .inputs import DebugInputs
 
 __all__ = ["CaptureBackend", "Interceptor", "ModuleCall", "Target"]
 
-Target = type | tuple[type, ...] | None  # TARGET: module classes whose calls are discovered; None: every module
+Target = type | str | tuple[type | str, ...] | None  # TARGET: module classes or their import paths; None: all
 
 
 @dataclass(frozen=True)

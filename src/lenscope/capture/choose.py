@@ -1,27 +1,53 @@
-"""Which backend captures a model: the first that accepts it (flax.linen, flax.nnx, equinox)."""
+"""Which backend captures a model: the first that accepts it (flax.linen, flax.nnx, equinox).
+
+The NNX and Equinox backends are imported on first use: flax.nnx and equinox cost a third of a second to
+import, and a model can only be one of their modules if its library is imported already (sys.modules).
+"""
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 from ..errors import UsageError
 from .backend import CaptureBackend
-from .equinox import EquinoxBackend
 from .linen import LinenBackend
-from .nnx import NnxBackend
 
-__all__ = ["BACKENDS", "backend_for", "resolve_backend"]
+__all__ = ["LIBRARIES", "backend_for", "backends", "resolve_backend"]
 
 LINEN = LinenBackend()
-BACKENDS: tuple[CaptureBackend, ...] = (LINEN, NnxBackend(), EquinoxBackend())
+LIBRARIES = ("flax.linen", "flax.nnx", "equinox")  # what analyses and the Debugger capture, for messages
+
+
+@functools.cache
+def _nnx() -> CaptureBackend:
+    # lazy: flax.nnx is slow to import and only an NNX model needs it (and then flax.nnx is loaded already)
+    from .nnx import NnxBackend
+    return NnxBackend()
+
+
+@functools.cache
+def _equinox() -> CaptureBackend:
+    # lazy: equinox is slow to import and only an Equinox model needs it (and then equinox is loaded already)
+    from .equinox import EquinoxBackend
+    return EquinoxBackend()
+
+
+_LAZY = {"flax.nnx": _nnx, "equinox": _equinox}  # library module -> its backend, made on first use
+
+
+def backends() -> tuple[CaptureBackend, ...]:
+    """The backend of each model library imported in this process, linen's first (one per library, reused)."""
+    return (LINEN, *(make() for library, make in _LAZY.items() if library in sys.modules))
 
 
 def backend_for(model: Any) -> CaptureBackend:
     """The backend for a trainer's model definition; UsageError naming the supported libraries otherwise."""
-    for backend in BACKENDS:
+    for backend in backends():
         if backend.accepts(model):
             return backend
-    supported = ", ".join(f"{b.name} modules" for b in BACKENDS)
+    supported = ", ".join(f"{name} modules" for name in LIBRARIES)
     what = f"the class {model.__qualname__} as a" if isinstance(model, type) else (
         f"a {type(model).__module__}.{type(model).__qualname__}")
     raise UsageError(f"lenscope cannot capture {what} model: analyses and the Debugger support {supported} "

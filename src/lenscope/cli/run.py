@@ -7,6 +7,8 @@ import shlex
 import sys
 from typing import Any
 
+import jax
+
 from ..analysis import AnalysisBase
 from ..config import hydrate
 from ..errors import UsageError
@@ -26,6 +28,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     _check_flags(args)
+    if args.distributed:
+        _join_cluster()
     base = args.base
     if args.resume:
         base = _resume_base(args)
@@ -41,6 +45,17 @@ def _run(args: argparse.Namespace) -> int:
         raise
     print(f"node {node}", flush=True)
     return 0
+
+
+def _join_cluster() -> None:
+    """jax.distributed.initialize() with no arguments: JAX finds the cluster; a clear error when there is none."""
+    try:
+        jax.distributed.initialize()
+    except (ValueError, RuntimeError) as err:
+        raise UsageError(f"--distributed: jax.distributed.initialize() found no cluster to join ({err}); run one "
+                         "command per host under SLURM, on Cloud TPU, or in a Kubernetes/MPI job, or set "
+                         "JAX_COORDINATOR_ADDRESS and call jax.distributed.initialize(...) with num_processes and "
+                         "process_id from a script (docs/scale.md)") from err
 
 
 def _check_flags(args: argparse.Namespace) -> None:

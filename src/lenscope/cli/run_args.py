@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.Arg
                           "from its last checkpoint")
     run.add_argument("--analysis", action="append", default=[], metavar="NAME",
                      help="run these registered analyses on the job's state instead of run()")
+    run.add_argument("--distributed", action="store_true",
+                     help="first join this host's peers with jax.distributed.initialize() (cluster found from "
+                          "SLURM, Cloud TPU, Kubernetes or MPI; docs/scale.md): one such command per host")
     run.set_defaults(handler=cmd_run)
 
 

@@ -16,7 +16,7 @@ from ..text import parse_value
 
 SUPPORTED = (
     "int, float, bool, str, Literal[...] of str/int, Optional[X], list[X] or tuple[X, ...] of those, "
-    "dict[str, Any]"
+    "list[Any], dict[str, Any]"
 )
 _SCALARS = (int, float, bool, str)
 _INTERP = re.compile(r"(\\*)\$\{")
@@ -57,6 +57,8 @@ def check_type(tp: Any) -> str | None:
     _, inner = split_optional(tp)
     origin, args = get_origin(inner), get_args(inner)
     if origin is list:
+        if len(args) == 1 and args[0] is Any:  # nested plain values (mesh/rules pairs), checked by their reader
+            return None
         return _check_scalar(args[0]) if len(args) == 1 else "list needs one element type, e.g. list[int]"
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
@@ -79,7 +81,7 @@ def omega_type(tp: Any) -> Any:
     if origin is Literal:
         out = _literal_base(inner)
     elif origin is list:
-        out = typing.List[omega_type(args[0])]  # noqa: UP006 - typing generics are what OmegaConf reads
+        out = typing.List[Any if args[0] is Any else omega_type(args[0])]  # noqa: UP006 - what OmegaConf reads
     elif origin is tuple:
         out = typing.Tuple[omega_type(args[0]), ...]  # noqa: UP006
     elif origin is dict:

@@ -9,10 +9,9 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx as flax_nnx
 
 from ..config import field
-from ..models import Transformer, equinox, nnx
+from ..models import Transformer
 from ..registry import job
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
@@ -66,8 +65,13 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
         sizes = dict(vocab_size=a.p + 1, seq_len=3, d_model=a.d_model, n_heads=a.n_heads, d_head=a.d_head,
                      d_mlp=a.d_mlp, n_layers=a.n_layers, n_out=a.p)
         if a.backend == "nnx":
+            from flax import nnx as flax_nnx  # lazy: flax.nnx is slow to import and a linen job never needs it
+
+            from ..models import nnx  # lazy: the NNX models, with flax.nnx
             return nnx.Transformer(**sizes, rngs=flax_nnx.Rngs(a.seed))
         if a.backend == "equinox":
+            # lazy: equinox is slow to import and a linen job never needs it
+            from ..models import equinox
             return equinox.Transformer(**sizes, key=jax.random.key(a.seed))
         return Transformer(**sizes)
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..analysis import AnalysisBase
-from ..models import Transformer, equinox, nnx
+from ..models import Transformer
 from ..models.transformer import Attention, attention_pattern
 from ..registry import job
 from .grokking import GrokConfig, GrokTrainer
@@ -58,7 +58,8 @@ class AttentionAnalysis(AnalysisBase[GrokConfig, Transformer], GrokTrainer):
     """Attention patterns of every head of every block (a list selection)."""
 
     NAME = "attention"
-    TARGET = (Attention, nnx.Attention, equinox.Attention)  # the model's, whichever library (model/backend)
+    # the model's, whichever library (model/backend); named by path, the NNX and Equinox ones load only when used
+    TARGET = (Attention, "lenscope.models.nnx.Attention", "lenscope.models.equinox.Attention")
 
     def select(self, paths: list[str]) -> list[str]:
         """Every attention module, in call order."""

@@ -2,10 +2,13 @@
 
 The linen models are here (`lenscope.models.Transformer`); their NNX and Equinox versions, with the
 same architecture and parameter names, are `lenscope.models.nnx` and `lenscope.models.equinox`, and
-`lenscope.models.convert` moves weights between them.
+`lenscope.models.convert` moves weights between them. Those three import flax.nnx and equinox, so they load
+on first access (`lenscope.models.nnx`, `from lenscope.models import nnx`), not for a linen job.
 """
 
-from lenscope.models import convert, equinox, nnx
+import importlib
+from types import ModuleType
+
 from lenscope.models.mlp import MLPClassifier
 from lenscope.models.transformer import (
     MLP,
@@ -28,3 +31,12 @@ __all__ = [
     "equinox",
     "nnx",
 ]
+
+_LAZY = ("convert", "equinox", "nnx")
+
+
+def __getattr__(name: str) -> ModuleType:
+    """The NNX, Equinox and conversion submodules, imported on first access."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'lenscope.models' has no attribute {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")

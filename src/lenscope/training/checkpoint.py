@@ -10,7 +10,6 @@ from typing import Any
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from ..errors import CheckpointError, JobError
 from ..store.digests import FileDigest, differences
@@ -21,17 +20,25 @@ FSCK_HINT = "run `lenscope fsck` to check the whole store"
 _unverified: set[Path] = set()  # checkpoints without digests already warned about (once per process)
 
 
+def _orbax() -> Any:
+    """orbax.checkpoint, imported when a checkpoint is first read or written: a run that does neither skips it."""
+    import orbax.checkpoint  # lazy: a fifth of a second to import, and an analysis on initialized state never needs it
+    return orbax.checkpoint
+
+
 class CheckpointWriter:
     """Saves states asynchronously; `on_commit(path, step)` runs once a save is durable."""
 
     def __init__(self) -> None:
-        self._checkpointer = ocp.StandardCheckpointer()
+        self._checkpointer: Any = None  # an Orbax StandardCheckpointer, made by the first save
         self._pending: threading.Thread | None = None
         self._error: BaseException | None = None
 
     def save(self, path: Path, state: Any, step: int, on_commit: Callable[[Path, int], None]) -> None:
         """Start writing `state` to `path`; the previous save is finished first."""
         self.wait()
+        if self._checkpointer is None:
+            self._checkpointer = _orbax().StandardCheckpointer()
         self._checkpointer.save(Path(path).absolute(), state, force=True)
 
         def finish() -> None:
@@ -58,15 +65,21 @@ class CheckpointWriter:
         try:
             self.wait()
         finally:
-            self._checkpointer.close()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
 
 
-def read_checkpoint(path: Path | str, recorded: Sequence[FileDigest] | None = None) -> Any:
-    """The raw saved tree (host arrays) at `path`; a clear error if it is missing, damaged or unreadable.
+def read_checkpoint(path: Path | str, recorded: Sequence[FileDigest] | None = None, *, target: Any = None) -> Any:
+    """The raw saved tree at `path`; a clear error if it is missing, damaged or unreadable.
 
     `recorded` (from `store.checkpoint_files(node)`) are the digests taken when the checkpoint was
     committed: every file is checked against them first. An empty record (a checkpoint marked before
     digests existed) restores unchecked, with a warning; None skips the check.
+
+    `target` (an abstract state: ShapeDtypeStruct leaves with shardings) restores each saved leaf that
+    matches a target leaf (same path, shape and dtype) directly into that leaf's sharding on the
+    current mesh, whatever mesh or process count saved it: every process reads only its shards.
+    Other leaves (none without a target) come back as host arrays, for surgery to map or refuse.
     """
     path = Path(path)
     if not path.is_dir():
@@ -74,19 +87,30 @@ def read_checkpoint(path: Path | str, recorded: Sequence[FileDigest] | None = No
     if recorded is not None:
         verify_checkpoint(path, recorded)
     try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            # A NumPy target restores host arrays: the saved shardings name the saving job's devices,
-            # which another topology (e.g. a multi-process analysis) does not have.
+        with _orbax().StandardCheckpointer() as checkpointer:
+            # Never the saved shardings: they name the saving job's devices, which this topology may lack.
             saved = checkpointer.metadata(path.absolute()).item_metadata
             if saved is None:
                 raise CheckpointError(f"checkpoint {path} is unreadable: its _METADATA (the saved tree's "
                                       f"description) is missing or empty; {FSCK_HINT}")
-            target = jax.tree_util.tree_map(lambda leaf: np.empty(leaf.shape, leaf.dtype), saved.tree)
-            return checkpointer.restore(path.absolute(), target)
+            return checkpointer.restore(path.absolute(), _restore_target(saved.tree, target))
     except CheckpointError:
         raise
     except Exception as err:  # Orbax raises many types for a damaged directory
         raise CheckpointError(f"checkpoint {path} is unreadable ({type(err).__name__}: {err}); {FSCK_HINT}") from err
+
+
+def _restore_target(saved: Any, target: Any) -> Any:
+    """Per saved leaf: the matching target leaf's spec (restored sharded), else an empty host array (NumPy)."""
+    wanted = flat_paths(target) if target is not None else {}
+
+    def leaf_target(path: tuple, leaf: Any) -> Any:
+        want = wanted.get(key_path(path))
+        if getattr(want, "sharding", None) is not None and _kind(want) == _kind(leaf):
+            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=want.sharding)
+        return np.empty(leaf.shape, leaf.dtype)
+
+    return jax.tree_util.tree_map_with_path(leaf_target, saved)
 
 
 def verify_checkpoint(path: Path, recorded: Sequence[FileDigest]) -> None:
@@ -127,8 +151,13 @@ def restore_tree(target: Any, saved: Any, *, may_miss: Callable[[str], bool] | N
         name = key_path(path)
         if name not in found:
             return leaf
-        value = np.asarray(found[name])
-        return jax.device_put(value, leaf.sharding) if isinstance(leaf, jax.Array) else value
+        value, sharding = found[name], getattr(leaf, "sharding", None)
+        if sharding is None:
+            return np.asarray(value)
+        if isinstance(value, jax.Array) and value.sharding.is_equivalent_to(sharding, value.ndim):
+            return value  # restored in place: never gathered
+        host = np.asarray(value)  # a host leaf (read for surgery); every process holds all of it
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
     return jax.tree_util.tree_map_with_path(take, target), missing
 

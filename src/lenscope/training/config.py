@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import check_ranges, field
 
@@ -49,6 +50,18 @@ class TrainerConfig:
     )
     results: str = field(
         "logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>"
+    )
+    mesh_shape: list[int] | None = field(
+        "mesh/shape", default=None, ge=1,
+        help="devices along each mesh axis (their product is the device count); null: every device on data",
+    )
+    mesh_axes: list[str] = field(
+        "mesh/axes", default=["data"], help="mesh axis names, one per mesh/shape entry; batches split over data",
+    )
+    mesh_rules: list[Any] | None = field(
+        "mesh/rules", default=None,
+        help="ordered [regex, spec] pairs sharding parameters by path (first match wins; spec: a mesh axis, "
+             "a list of axes or null per dim); null: the built-in rules for lenscope.models (docs/scale.md)",
     )
     store_url: str | None = field(
         "store/url", default=None, help="store URL or folder; default $LENSCOPE_STORE, else ./runs"

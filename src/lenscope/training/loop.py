@@ -16,7 +16,7 @@ from .interrupts import shielded
 from .kinds import evaluating, stepping
 from .metrics import MetricLog, table
 from .phase import Phase, session
-from .placement import place_batch, to_host
+from .placement import to_host
 from .progress import Progress
 from .state import TrainState
 
@@ -33,7 +33,7 @@ class TrainingLoop:
 
     def _init_loop(self) -> None:
         self._metric_log = MetricLog()
-        self._train_step = jax.jit(self.train_step, donate_argnums=0)
+        self._step_fn: Any = None
         self._eval_step = jax.jit(evaluating(self.eval_step))  # (params, model_state, batch)
         self._accumulate = jax.jit(lambda total, new: jax.tree_util.tree_map(jnp.add, total, new))
         self._whole_split_batches: dict[str, dict[str, jax.Array]] = {}
@@ -70,6 +70,19 @@ class TrainingLoop:
         """Called after the test pass with the accumulated metrics."""
 
     # -- pure functions --------------------------------------------------------------
+    @property
+    def _train_step(self) -> Any:
+        """train_step jitted with the state donated; on a mesh, with explicit state and batch shardings in and out."""
+        if self._step_fn is None:
+            if self.placement.single:
+                self._step_fn = jax.jit(self.train_step, donate_argnums=0)
+            else:
+                state = self.placement.state_shardings(self.state)
+                batch = jax.tree_util.tree_map(lambda leaf: leaf.sharding, self.batch("train", 0))
+                self._step_fn = jax.jit(self.train_step, in_shardings=(state, batch),
+                                        out_shardings=(state, self.placement.replicated()), donate_argnums=0)
+        return self._step_fn
+
     def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
         """Scalar loss and auxiliary metrics of one batch; override for the task."""
         raise NotImplementedError(f"{type(self).__name__} must define loss()")
@@ -99,9 +112,9 @@ class TrainingLoop:
         A split taken whole (full-batch training) is the same every step, so it is placed once and reused.
         """
         if self.data.global_batch_size(split) < self.data.size(split):
-            return place_batch(self.data.host_batch(split, index))
+            return self.placement.place_batch(self.data.host_batch(split, index))
         if split not in self._whole_split_batches:
-            self._whole_split_batches[split] = place_batch(self.data.host_batch(split, 0))
+            self._whole_split_batches[split] = self.placement.place_batch(self.data.host_batch(split, 0))
         return self._whole_split_batches[split]
 
     def pass_batch(self, split: str, index: int) -> tuple[dict[str, jax.Array], int]:
@@ -113,7 +126,7 @@ class TrainingLoop:
         real = self.data.pass_examples(split, index)
         if real == self.data.global_batch_size(split):
             return self.batch(split, index), real
-        return place_batch(self.data.host_slice(split, self.data.pass_indices(split, index))), real
+        return self.placement.place_batch(self.data.host_slice(split, self.data.pass_indices(split, index))), real
 
     def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The pure forward pass analyses capture from: the model applied to the batch inputs."""

@@ -1,9 +1,8 @@
-"""Device placement: one data-parallel mesh over every process's devices, replicated state, sharded batches."""
+"""Device placement: the configured mesh, the state sharded by the partition rules, batches split over `data`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -12,47 +11,97 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..capture import abstract, signature
+from ..errors import UsageError
+from .mesh import DATA, build_mesh, mesh_shape
+from .rules import Rules, parse_rules
+from .sharding import state_shardings
 
-__all__ = [
-    "abstract", "batch_sharding", "data_mesh", "place_batch", "place_state", "replicated", "signature", "to_host",
-]
-
-
-@lru_cache(maxsize=1)
-def data_mesh() -> Mesh:
-    """A 1-D mesh named "data" over all global devices (cached: devices do not change in a process)."""
-    return Mesh(np.asarray(jax.devices()), ("data",))
+__all__ = ["Placement", "abstract", "signature", "to_host"]
 
 
-def replicated() -> NamedSharding:
-    """Sharding that keeps a full copy on every device."""
-    return NamedSharding(data_mesh(), PartitionSpec())
+class Placement:
+    """Where a job's arrays live: its mesh, its partition rules, and the shardings they give state and batches.
 
+    On a one-device mesh every sharding is that device, and the trainer keeps its plain (unsharded) paths.
+    """
 
-def batch_sharding() -> NamedSharding:
-    """Sharding that splits the leading (example) axis over all devices."""
-    return NamedSharding(data_mesh(), PartitionSpec("data"))
+    def __init__(self, mesh: Mesh, rules: Rules) -> None:
+        self.mesh, self.rules = mesh, rules
 
+    @classmethod
+    def configure(cls, shape: Sequence[int] | None, axes: Sequence[str], rules: Sequence[Any] | None) -> Placement:
+        """The placement of `mesh/shape`, `mesh/axes` and `mesh/rules`, checked (ConfigError) before anything runs."""
+        shape, axes = mesh_shape(shape, axes)
+        return cls(build_mesh(shape, axes), parse_rules(rules, axes))
 
-def place_state(tree: Any) -> Any:
-    """Put a host or device tree on every device, replicated (identical on every process)."""
-    if jax.process_count() == 1:
-        return jax.device_put(tree)
-    sharding = replicated()
+    @property
+    def single(self) -> bool:
+        """Whether the mesh is one device: nothing to shard."""
+        return self.mesh.size == 1
 
-    def put(leaf: Any) -> jax.Array:
-        host = np.asarray(leaf)
-        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    def replicated(self) -> NamedSharding:
+        """A full copy on every device."""
+        return NamedSharding(self.mesh, PartitionSpec())
 
-    return jax.tree_util.tree_map(put, tree)
+    def batch_sharding(self, shape: tuple[int, ...]) -> NamedSharding:
+        """Examples (the leading dim) split over `data`, replicated over the other axes.
 
+        In one process, a batch the `data` axis does not divide (a whole odd-sized split) is replicated.
+        """
+        data = self.mesh.shape[DATA]
+        if shape and shape[0] % data == 0:
+            return NamedSharding(self.mesh, PartitionSpec(DATA))
+        if jax.process_count() > 1:
+            raise UsageError(f"a global batch of {shape[0] if shape else 0} examples does not split over mesh "
+                             f"axis {DATA!r} of {data} devices; choose training/batch_size as a multiple of {data}")
+        return self.replicated()
 
-def place_batch(local: Mapping[str, np.ndarray]) -> dict[str, jax.Array]:
-    """Assemble each process's slice into global arrays sharded over the example axis."""
-    if jax.process_count() == 1:
-        return jax.device_put(dict(local))
-    sharding = batch_sharding()
-    return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v)) for k, v in local.items()}
+    def state_shardings(self, state: Any) -> Any:
+        """The sharding of each leaf of a (concrete or abstract) state, from the rules (see training/sharding.py)."""
+        return state_shardings(state, self.mesh, self.rules)
+
+    def place(self, tree: Any, shardings: Any) -> Any:
+        """Host or device leaves put into `shardings` (a matching tree); leaves already there are kept as they are.
+
+        Every process holds the same host values; each places only its devices' shards of them.
+        """
+        def put(leaf: Any, sharding: NamedSharding) -> jax.Array:
+            if isinstance(leaf, jax.Array) and leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
+                return leaf
+            if jax.process_count() == 1:
+                return jax.device_put(leaf, sharding)
+            if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:  # a global array: reshard on device
+                return jax.jit(lambda x: x, out_shardings=sharding)(leaf)
+            host = np.asarray(leaf)
+            return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+        return jax.tree_util.tree_map(put, tree, shardings)
+
+    def place_state(self, tree: Any) -> Any:
+        """The state put where the rules say (on one device: where JAX puts it by default)."""
+        if self.single and jax.process_count() == 1:
+            return jax.device_put(tree)
+        return self.place(tree, self.state_shardings(tree))
+
+    def place_batch(self, local: Mapping[str, np.ndarray]) -> dict[str, jax.Array]:
+        """Assemble each process's slice into global arrays split over `data` (the example dim)."""
+        if self.single and jax.process_count() == 1:
+            return jax.device_put(dict(local))
+        count = jax.process_count()
+        out = {}
+        for name, value in local.items():
+            value = np.asarray(value)
+            shape = (value.shape[0] * count, *value.shape[1:]) if value.ndim else value.shape
+            sharding = self.batch_sharding(shape)
+            if count == 1:
+                out[name] = jax.device_put(value, sharding)
+            else:
+                out[name] = jax.make_array_from_process_local_data(sharding, value, shape)
+        return out
+
+    def init(self, fn: Callable[..., Any], shardings: Any) -> Callable[..., Any]:
+        """`fn` jitted to create its output directly in `shardings`: no leaf is ever whole on one device."""
+        return jax.jit(fn, out_shardings=shardings)
 
 
 def to_host(tree: Any) -> Any:
@@ -60,4 +109,3 @@ def to_host(tree: Any) -> Any:
     if jax.process_count() == 1:
         return jax.device_get(tree)
     return multihost_utils.process_allgather(tree, tiled=True)
-

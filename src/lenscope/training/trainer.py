@@ -29,7 +29,7 @@ from .interrupts import describe
 from .kinds import ModelAccess, model_kind
 from .lineage import Lineage, Mode, open_lineage
 from .loop import TrainingLoop
-from .placement import place_state
+from .placement import Placement
 from .state import TrainState
 from .tandem import Tandem, check_analyses
 
@@ -53,6 +53,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     CONFIG: ClassVar[type] = TrainerConfig
     ANALYSIS: ClassVar[Sequence[type]] = ()
+    _example_batch: Mapping[str, Any] | None = None  # the batch init_state sees while the sharded init traces
 
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
                  store: Store | str | os.PathLike | None = None) -> None:
@@ -60,12 +61,15 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         check_analyses(type(self), self.ANALYSIS)  # before the store is opened: a bad declaration writes nothing
         sources = self._sources(config)
         args = config if isinstance(config, self.CONFIG) else hydrate(self.CONFIG, *sources)  # fails before any write
+        # The mesh is this run's (never a checkpoint's), checked against the devices before the store opens.
+        self.placement = Placement.configure(args.mesh_shape, args.mesh_axes, args.mesh_rules)
         self.store = open_store(store, args.store_url)
         use_compile_cache(self.store.root)  # a second run at the same shapes skips compilation (#13)
         self.base = self.store.get(base).node if base is not None else None
         saved = self.store.config(self.base) if self.base is not None else None
         if saved and not isinstance(config, self.CONFIG):
-            args = hydrate(self.CONFIG, _only_known(saved, set(schema(self.CONFIG).paths())), *sources)
+            known = {path for path in schema(self.CONFIG).paths() if not path.startswith("mesh/")}
+            args = hydrate(self.CONFIG, _only_known(saved, known), *sources)
         self.args: C = args
         self.model: M = self.build_model()
         self.model_kind = model_kind(self.model)  # linen, NNX or Equinox; a clear error otherwise
@@ -143,7 +147,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     def init_params(self, key: jax.Array) -> Any:
         """Freshly initialized parameters (NNX and Equinox models were initialized by build_model)."""
-        return self.model_kind.init_params(key, lambda: self.model_inputs(self.batch("train", 0)))
+        return self.model_kind.init_params(key, lambda: self.model_inputs(self.init_batch()))
 
     def init_state(self, key: jax.Array) -> TrainState:
         """A freshly initialized training state."""
@@ -153,15 +157,40 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
                                  model_state=self.model_kind.init_model_state())
 
     def abstract_state(self) -> TrainState:
-        """The state's structure, shapes and dtypes (ShapeDtypeStruct leaves), from `jax.eval_shape` of the init."""
+        """The state's structure, shapes, dtypes and shardings (ShapeDtypeStruct leaves), from `jax.eval_shape`."""
         self.batch("train", 0)  # placed before the trace: a whole split's batch is kept, and must not be a tracer
-        return jax.eval_shape(self.init_state, jax.random.PRNGKey(self.args.seed))
+        shapes = jax.eval_shape(self.init_state, jax.random.PRNGKey(self.args.seed))
+        return jax.tree_util.tree_map(
+            lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding,
+                                                        weak_type=leaf.weak_type),
+            shapes, self.placement.state_shardings(shapes))
 
     def initialized(self) -> TrainState:
-        """The initialized state at the configured seed (not yet placed); computed once, until setup() ends."""
+        """The initialized state at the configured seed; computed once, until setup() ends.
+
+        On a mesh of several devices the init is jitted to create each leaf in its sharding (no leaf is
+        ever whole on one device), with the example batch passed in rather than closed over.
+        """
         if self._initialized is None:
-            self._initialized = self.init_state(jax.random.PRNGKey(self.args.seed))
+            key = jax.random.PRNGKey(self.args.seed)
+            if self.placement.single:
+                self._initialized = self.init_state(key)
+            else:
+                shardings = jax.tree_util.tree_map(lambda leaf: leaf.sharding, self.abstract_state())
+                self._initialized = self.placement.init(self._init_from, shardings)(key, self.batch("train", 0))
         return self._initialized
+
+    def _init_from(self, key: jax.Array, batch: Mapping[str, Any]) -> TrainState:
+        """init_state(key) with `batch` as the example batch (inside the jitted, sharded init)."""
+        self._example_batch = batch
+        try:
+            return self.init_state(key)
+        finally:
+            self._example_batch = None
+
+    def init_batch(self) -> Mapping[str, Any]:
+        """The example batch the model is initialized on: the first training batch."""
+        return self._example_batch if self._example_batch is not None else self.batch("train", 0)
 
     def surgery(self, state: TrainState, saved: Any) -> TrainState:
         """Map a restored checkpoint tree onto the abstract state (`abstract_state()`): strict by default (T2, #11.1).
@@ -190,12 +219,13 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
             if path is None:
                 raise UsageError(f"node {self.base} has no checkpoint to restore; "
                                  f"nodes with checkpoints: `lenscope ls --checkpoint`")
-            saved = read_checkpoint(path, self.store.checkpoint_files(self.base))
-            state = self._fill_abstract(self.surgery(self.abstract_state(), saved))
+            target = self.abstract_state()
+            saved = read_checkpoint(path, self.store.checkpoint_files(self.base), target=target)
+            state = self._fill_abstract(self.surgery(target, saved))
             if not (resume or attach):
                 state = state.replace(step=np.zeros_like(state.step))
         self._initialized = None
-        self.state = place_state(state)
+        self.state = self.placement.place_state(state)
         try:
             self.lineage = self._make_lineage(Mode.of(self.base, resume=resume, attach=attach))
         except BaseException:
@@ -233,7 +263,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
     def _debug_args(self, batch: Mapping[str, Any] | None, state: Any = None) -> tuple:
         """(state, batch, key) for find/debug: this trainer's state, else `state`, else the initialized one."""
         state = self.state if self.state is not None else state if state is not None \
-            else place_state(self.initialized())
+            else self.placement.place_state(self.initialized())
         batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch
         return (state, batch, jax.random.PRNGKey(self.args.seed))
 

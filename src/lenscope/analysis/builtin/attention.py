@@ -12,7 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...capture import CaptureError
-from ...models import equinox, nnx
 from ...models.transformer import Attention
 from .base import OpAnalysis, root_label
 
@@ -48,7 +47,8 @@ class AttentionPatterns(OpAnalysis):
     """Per attention module: mean pattern [heads, q, k], mean entropy [heads, q] and a few examples' patterns."""
 
     NAME = "attention_patterns"
-    TARGET = (Attention, nnx.Attention, equinox.Attention, nn.MultiHeadDotProductAttention)
+    TARGET = (Attention, "lenscope.models.nnx.Attention", "lenscope.models.equinox.Attention",
+              nn.MultiHeadDotProductAttention)  # by path: a linen job does not import flax.nnx or equinox
     PARAMS: ClassVar[Mapping[str, Any]] = {"examples": 4}
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, dict[str, jax.Array]]:
