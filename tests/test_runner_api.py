@@ -14,6 +14,7 @@ from lenscope import AnalysisBatch, AnalysisCfg, AnalysisStore, Phase
 from lenscope.analysis.builtin.concept import ConceptDirection, concept_direction
 from lenscope.errors import ConfigError, UsageError
 from lenscope.examples.grokking import GrokTrainer
+from lenscope.examples.grokking_analyses import SummaryAnalysis
 from lenscope.runner import run_job
 from lenscope.store import Store
 
@@ -154,6 +155,23 @@ def test_run_is_what_train_runs_and_the_phase_shows_inside(tiny, store_root):
 
     Seeing(tiny + ["training/steps=2", "logging/validation_interval=0"], store=store_root).run()
     assert seen == [Phase.TRAIN]
+
+
+def test_a_standalone_analysis_run_is_in_the_analysis_phase(base):
+    seen = []
+
+    class Watching(SummaryAnalysis):
+        NAME = "watching_summary"
+
+        def on_analysis_start(self) -> None:
+            seen.append(("start", self.phase))
+
+        def on_analysis_session_end(self) -> None:
+            seen.append(("session_end", self.phase))
+
+    analysis = fresh(base, Watching)
+    analysis.run()
+    assert seen == [("start", Phase.ANALYSIS), ("session_end", None)] and analysis.phase is None
 
 
 # -- AnalysisCfg -------------------------------------------------------------------------------------

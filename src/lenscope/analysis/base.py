@@ -17,6 +17,7 @@ from ..capture.patch_access import Interventions
 from ..files import check_plain_name
 from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode
+from ..training.phase import Phase, session
 from ..training.placement import abstract, to_host
 from ..training.publisher import Publisher
 from .cfg import choose_paths
@@ -278,8 +279,14 @@ class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
 
         A tandem view computes here, in the training thread, and concludes on its publisher's thread.
         """
-        if self._view_of is None:
-            self.setup()
+        if self._view_of is None:  # standalone: the analysis phase is this run (run_analysis sets it for views)
+            with session(self, Phase.ANALYSIS):
+                self.setup()
+                return self._run()
+        return self._run()
+
+    def _run(self) -> Any:
+        """Compute, then conclude (plot and save); a table analysis runs its passes instead."""
         if self.output_schema() is not None:
             return run_table(self)
         self.on_analysis_start()

@@ -250,7 +250,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         if self.args.analyze and self.ANALYSIS:
             self._tandem.run(strict=self.args.analyze_strict)
 
-    def run_analysis(self, *cfgs: Any) -> dict[str, Any]:
+    def run_analysis(self, *cfgs: Any) -> Mapping[str, Any]:
         """Run analyses (AnalysisCfg, names or classes) on this trainer's state, restored once; {name: result} (D4)."""
         return analysis_runner()(self, *cfgs)
 
