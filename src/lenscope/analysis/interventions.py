@@ -16,6 +16,7 @@ import jax.numpy as jnp
 __all__ = [
     "ablate_head",
     "answer_logits",
+    "chunk_for",
     "correlation",
     "logit_diff",
     "mean_ablate",
@@ -26,6 +27,7 @@ __all__ = [
     "zero_ablate",
 ]
 
+CHUNK_ELEMENTS = 1 << 18  # numbers per patched activation in one vmapped chunk of a sweep (1 MiB of float32)
 Forward = Callable[[Mapping[str, Callable[[Any], Any]]], Any]  # patch -> model output (inputs already bound)
 
 
@@ -86,10 +88,28 @@ def normalized(value: jax.Array, clean: jax.Array, corrupt: jax.Array) -> jax.Ar
 
 
 def sweep(score: Callable[[Mapping[str, Callable[[Any], Any]]], jax.Array], paths: Sequence[str],
-          make: Callable[[str, jax.Array], Callable[[Any], Any]], count: int) -> jax.Array:
-    """[len(paths), count] scores: for each path (unrolled) and index i in range(count) (vmapped), score(patch)."""
-    rows = [jax.vmap(lambda i, p=path: score({p: make(p, i)}))(jnp.arange(count)) for path in paths]
-    return jnp.stack(rows)
+          make: Callable[[str, jax.Array], Callable[[Any], Any]], count: int, chunk: int | None = None) -> jax.Array:
+    """[len(paths), count] scores: for each path (unrolled) and index i in range(count) (vmapped), score(patch).
+
+    `chunk`: vmap that many indices at a time (a `lax.map` over chunks, still one program) so that a large
+    sweep's intermediates stay in cache; the work and the scores are the same as with all indices at once.
+    """
+    indices = jnp.arange(count)
+
+    def row(path: str) -> jax.Array:
+        fn = lambda i: score({path: make(path, i)})  # noqa: E731
+        if chunk is None or chunk >= count:
+            return jax.vmap(fn)(indices)
+        return jax.lax.map(fn, indices, batch_size=max(1, int(chunk)))
+
+    return jnp.stack([row(path) for path in paths])
+
+
+def chunk_for(activation: Any, elements: int = CHUNK_ELEMENTS) -> int:
+    """How many indices of a sweep to vmap at once so that a chunk's copies of `activation` hold about
+    `elements` numbers (at least one index): big batches are swept in cache-sized pieces."""
+    size = sum(int(jnp.size(leaf)) for leaf in jax.tree_util.tree_leaves(activation))
+    return max(1, elements // max(1, size))
 
 
 def correlation(a: jax.Array, b: jax.Array) -> jax.Array:

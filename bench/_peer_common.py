@@ -1,0 +1,116 @@
+"""What bench/peers.py's two sides share: the decoder's sizes, thread settings, interleaved timing, the metric.
+
+No JAX or torch here: threads must be configured before either is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The decoder both frameworks build: no LayerNorm, ReLU MLP of 4 * d_model, causal attention, float32."""
+
+    layers: int = 4
+    d_model: int = 256
+    heads: int = 8
+    seq: int = 16
+    batch: int = 8
+    vocab: int = 512
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def d_mlp(self) -> int:
+        return 4 * self.d_model
+
+    def describe(self) -> str:
+        return (f"{self.layers} layers, d_model {self.d_model}, {self.heads} heads of {self.d_head}, "
+                f"d_mlp {self.d_mlp}, vocab {self.vocab}, {self.seq} positions, batch {self.batch}, float32, "
+                "random weights")
+
+
+def multiply_adds(shape: Shape) -> dict[str, float]:
+    """Multiply-adds of the patching grid, by algorithm: the matmuls of every forward row each one computes.
+
+    The loop runs a full forward per (layer, position) plus the clean and corrupted ones. The one program
+    runs those two, then for each patched block only the blocks after it (and the unembedding), on
+    positions x batch rows (the blocks up to the patched one do not depend on the patched position).
+    """
+    s, d = shape.seq, shape.d_model
+    block = 4 * d * d + 2 * d * shape.d_mlp + 2 * s * d  # per row: q, k, v, out; MLP; scores and weighted sum
+    unembed = d * shape.vocab
+    forward = shape.batch * s * (shape.layers * block + unembed)
+    after = shape.layers * (shape.layers - 1) // 2  # blocks after each patched block, summed over blocks
+    sweep = s * shape.batch * s * (after * block + shape.layers * unembed)
+    return {"loop": (2 + shape.layers * s) * forward, "one program": 2 * forward + sweep, "forward": forward}
+
+
+def configure_threads(threads: int) -> str:
+    """Limit XLA to `threads` CPU threads (before JAX is imported); a line describing the thread settings."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
+        flags += " --xla_cpu_multi_thread_eigen=false"
+    os.environ["XLA_FLAGS"] = flags.strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    cores = sorted(os.sched_getaffinity(0))
+    return (f"threads: torch.set_num_threads({threads}), XLA_FLAGS={os.environ['XLA_FLAGS'] or '(default)'}; "
+            f"process allowed on core(s) {cores} of {os.cpu_count()}; load average {load()}")
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages, to judge how quiet the machine was."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def interleaved(methods: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1,
+                settle: float = 0.05) -> dict[str, list[float]]:
+    """Wall times in ms of each method (which must block on its result), timed round by round.
+
+    Interleaving spreads drifts of machine load evenly over the methods instead of onto one of them.
+    Before each call the process idles `settle` seconds (untimed), so that the thread pool of the framework
+    that ran last (XLA's, torch's OpenMP) stops spinning instead of taking cores from the next one.
+    """
+    for _ in range(warmup):
+        for fn in methods.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            time.sleep(settle)
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def print_table(title: str, times: Mapping[str, list[float]], base: str) -> None:
+    """Median ms per method and its ratio to `base` (how many times slower than it)."""
+    reference = statistics.median(times[base])
+    print(f"\n{title}\n{'method':48s} {'median ms':>10s} {'min ms':>9s} {'x ' + base.split(' (')[0]:>22s}")
+    for name, values in times.items():
+        ms = statistics.median(values)
+        print(f"{name:48s} {ms:10.2f} {min(values):9.2f} {ms / reference:22.2f}")
+
+
+def normalized_grid(values: np.ndarray, clean: float, corrupted: float) -> np.ndarray:
+    """(value - corrupted) / (clean - corrupted): 0 is the corrupted run, 1 the clean one."""
+    return (values - corrupted) / (clean - corrupted if clean != corrupted else 1.0)
+
+
+def agree(name: str, ours: Any, theirs: Any, atol: float) -> float:
+    """The largest absolute difference of two results; SystemExit when above `atol` (then we'd time different work)."""
+    gap = float(np.max(np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64))))
+    if not gap <= atol:
+        raise SystemExit(f"{name}: lenscope and the peer differ by {gap:.2e} (> {atol}); not timing different work")
+    return gap

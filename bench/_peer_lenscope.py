@@ -1,0 +1,105 @@
+"""lenscope's side of bench/peers.py: the decoder in Flax linen, its capture and its patching sweep.
+
+Import after _peer_common.configure_threads: JAX reads the thread flags when it is first imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _peer_common import Shape, normalized_grid
+
+from lenscope.analysis.interventions import chunk_for, logit_diff, normalized, set_position, sweep
+from lenscope.capture import LinenBackend, make_capture_fn
+from lenscope.capture.patch import patched, record
+from lenscope.models import Transformer
+
+
+def stats(x: jax.Array) -> jax.Array:
+    """The small reduction of a captured residual stream: its mean and RMS."""
+    return jnp.stack([x.mean(), jnp.sqrt(jnp.mean(x * x))])
+
+
+class LenscopeSide:
+    """The model, random weights, clean and corrupted tokens, and every timed lenscope method."""
+
+    def __init__(self, shape: Shape, chunk: int | None = None) -> None:
+        self.shape, self.chunk = shape, chunk  # chunk: positions vmapped at once (None: as activation_patching does)
+        self.model = Transformer(vocab_size=shape.vocab, seq_len=shape.seq, d_model=shape.d_model,
+                                 n_heads=shape.heads, d_head=shape.d_head, d_mlp=shape.d_mlp, n_layers=shape.layers)
+        keys = jax.random.split(jax.random.PRNGKey(0), 3)
+        self.clean = jax.random.randint(keys[0], (shape.batch, shape.seq), 0, shape.vocab)
+        half = shape.seq // 2  # the corrupted prompt: its first half replaced by other random tokens
+        self.corrupt = self.clean.at[:, :half].set(jax.random.randint(keys[1], (shape.batch, half), 0, shape.vocab))
+        self.params = self.model.init(keys[2], self.clean)["params"]
+        self.paths = [f"blocks_{i}" for i in range(shape.layers)]
+        self.backend = LinenBackend()
+        self._forward = jax.jit(self._apply)
+        self.correct, self.wrong = (jnp.argmax(self.forward(t)[:, -1], -1) for t in (self.clean, self.corrupt))
+        self._captures = {kept: jax.jit(make_capture_fn(self._apply, self.paths, True, self._analyze,
+                                                         with_output=kept, backend=self.backend))
+                          for kept in (False, True)}
+        self._sweep = jax.jit(self._grid)
+        self._single = {path: jax.jit(lambda p, acts, i, path=path: self._run(p, self.corrupt,
+                                                                             {path: set_position(acts, i)}))
+                        for path in self.paths}
+        self._record = jax.jit(lambda p: record(self._bound(p), (self.clean,), self.paths, backend=self.backend))
+
+    # -- the model ------------------------------------------------------------------------------------------------
+    def _apply(self, params: Any, tokens: jax.Array) -> jax.Array:
+        return self.model.apply({"params": params}, tokens)
+
+    def _bound(self, params: Any) -> Callable[[jax.Array], jax.Array]:
+        bound = self.model.bind({"params": params})
+        return lambda tokens: bound(tokens)
+
+    def _run(self, params: Any, tokens: jax.Array, patch: dict | None = None) -> jax.Array:
+        return patched(self._bound(params), (tokens,), patch or {}, backend=self.backend)
+
+    def forward(self, tokens: jax.Array) -> np.ndarray:
+        """The logits [batch, seq, vocab] of one jitted forward."""
+        return np.asarray(self._forward(self.params, tokens))
+
+    # -- capture --------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _analyze(layers: list[Any], inputs: list[Any]) -> jax.Array:
+        # each block's output, recomputed from the captured block and inputs (XLA shares it with the forward's call)
+        return jnp.stack([stats(layer(**x)) for layer, x in zip(layers, inputs)])
+
+    def capture(self, kept: bool) -> np.ndarray:
+        """[layers, 2] stats of every block's output, as NumPy; `kept`: the logits are computed and kept too
+        (as run_with_cache does); otherwise XLA drops the unembedding nobody reads."""
+        out = self._captures[kept](self.params, self.clean)
+        return np.asarray(out[0] if kept else out)
+
+    # -- patching -------------------------------------------------------------------------------------------------
+    def _metric(self, logits: jax.Array) -> jax.Array:
+        return logit_diff(logits[:, -1], self.correct, self.wrong)
+
+    def _grid(self, params: Any) -> jax.Array:
+        clean_out, acts = record(self._bound(params), (self.clean,), self.paths, backend=self.backend)
+        high, low = self._metric(clean_out), self._metric(self._run(params, self.corrupt))
+
+        def score(patch: dict) -> jax.Array:
+            return normalized(self._metric(self._run(params, self.corrupt, patch)), high, low)
+
+        return sweep(score, self.paths, lambda p, i: set_position(acts[p], i), self.shape.seq,
+                     self.chunk or chunk_for(acts[self.paths[0]]))
+
+    def sweep(self) -> np.ndarray:
+        """The normalized patching grid [layers, seq] from one compiled program (clean run, corrupted run,
+        every block x every position)."""
+        return np.asarray(self._sweep(self.params))
+
+    def loop(self) -> np.ndarray:
+        """The same grid from a Python loop of jitted single-patch forwards (what the one program replaces)."""
+        clean_out, acts = self._record(self.params)
+        metric = lambda logits: float(self._metric(logits))  # noqa: E731
+        high, low = metric(clean_out), metric(self._forward(self.params, self.corrupt))
+        rows = [[metric(self._single[path](self.params, acts[path], i)) for i in range(self.shape.seq)]
+                for path in self.paths]
+        return normalized_grid(np.asarray(rows), high, low)
