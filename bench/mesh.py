@@ -29,59 +29,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
-import optax
+from _lm import LMConfig, LMTrainer
 
 from lenscope.analysis import AnalysisBase
-from lenscope.config import field
 from lenscope.models import Transformer
-from lenscope.training import BaseTrainer, TrainerConfig
-from lenscope.training.data import ArrayData
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MESHES = [("1 device", 1, []), ("8 devices: 8 (data)", 8, ["mesh/shape=[8]"]),
           ("8 devices: 4x2 (data x model)", 8, ["mesh/shape=[4,2]", "mesh/axes=[data,model]"])]
-
-
-@dataclass
-class LMConfig(TrainerConfig):
-    """A language model on random tokens, sized on the command line."""
-
-    vocab: int = field("data/vocab", default=512, help="vocabulary size")
-    seq: int = field("data/seq", default=64, help="tokens per example")
-    d_model: int = field("model/d_model", default=256, help="residual width")
-    n_layers: int = field("model/n_layers", default=4, help="blocks")
-
-
-class LMTrainer(BaseTrainer[LMConfig, Transformer]):
-    """Next-token prediction on random tokens."""
-
-    CONFIG = LMConfig
-
-    def build_model(self) -> Transformer:
-        """A pre-LayerNorm decoder with 8 heads and an MLP 4x as wide."""
-        a = self.args
-        return Transformer(vocab_size=a.vocab, seq_len=a.seq, d_model=a.d_model, n_heads=8, d_head=a.d_model // 8,
-                           d_mlp=4 * a.d_model, n_layers=a.n_layers, use_ln=True)
-
-    def build_data(self) -> ArrayData:
-        """Two batches of random tokens per split."""
-        rng = np.random.default_rng(self.args.seed)
-        shape = (2 * self.args.batch_size, self.args.seq)
-        splits = {name: {"inputs": rng.integers(0, self.args.vocab, shape, np.int32)}
-                  for name in ("train", "validation")}
-        return ArrayData(splits, self.args.batch_size, self.args.seed)
-
-    def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
-        """Next-token cross-entropy."""
-        logits = self.module(params)(batch["inputs"])[:, :-1]
-        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["inputs"][:, 1:]).mean(), {}
 
 
 class Hidden(AnalysisBase[LMConfig, Transformer], LMTrainer):
@@ -176,7 +135,8 @@ def main() -> None:
     if args.worker is not None:
         return worker(args.worker)
     base = [f"model/d_model={args.d_model}", f"model/n_layers={args.layers}", f"training/batch_size={args.batch}",
-            f"data/seq={args.seq}", f"training/steps={args.steps}", "optimization/warmup_steps=0"]
+            f"data/seq={args.seq}", f"data/examples={2 * args.batch}", f"training/steps={args.steps}",
+            "optimization/warmup_steps=0"]
     print(f"Transformer d_model={args.d_model} layers={args.layers} d_mlp={4 * args.d_model} vocab=512, "
           f"batch {args.batch} x seq {args.seq}; bytes per device (MiB), device 0")
     print(f"{'mesh':32} {'params':>9} {'state':>9} {'activation':>10} {'anal.temp':>9} {'step temp':>9} "
