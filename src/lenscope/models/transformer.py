@@ -52,6 +52,13 @@ def check_length(tokens: Array, seq_len: int) -> int:
     return seq
 
 
+def self_attention(layer: Any, x: Array, mask: Array | None = None) -> tuple[Array, Array]:
+    """Output and pattern of attention through `layer`'s query, key, value and out projections (every library's)."""
+    q, k, v = layer.query(x), layer.key(x), layer.value(x)
+    pattern = attention_pattern(q, k, mask)
+    return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
+
+
 class Attention(nn.Module):
     """Multi-head self-attention: `query`, `key`, `value` [d_model -> heads x d_head] and `out` back to d_model."""
 
@@ -73,11 +80,8 @@ class Attention(nn.Module):
         self, x: Array, mask: Array | None = None, return_pattern: bool = False
     ) -> Array | tuple[Array, Array]:
         """Attend over x [..., seq, d_model]; the pattern is sown as intermediates/pattern and optionally returned."""
-        q, k, v = self.query(x), self.key(x), self.value(x)
-        pattern = attention_pattern(q, k, mask)
+        y, pattern = self_attention(self, x, mask)
         self.sow("intermediates", "pattern", pattern)
-        z = jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)
-        y = self.out(z)
         return (y, pattern) if return_pattern else y
 
 

@@ -13,9 +13,8 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
-from ..transformer import attention_pattern, causal_mask, check_length
+from ..transformer import causal_mask, check_length, self_attention
 from .layers import Dense, Embed, LayerNorm
 
 Array = jax.Array
@@ -40,9 +39,7 @@ class Attention(eqx.Module):
     def __call__(self, x: Array, mask: Array | None = None,
                  return_pattern: bool = False) -> Array | tuple[Array, Array]:
         """Attend over x [..., seq, d_model]; with return_pattern, also the pattern [..., heads, q, k]."""
-        q, k, v = self.query(x), self.key(x), self.value(x)
-        pattern = attention_pattern(q, k, mask)
-        y = self.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v))
+        y, pattern = self_attention(self, x, mask)
         return (y, pattern) if return_pattern else y
 
 
