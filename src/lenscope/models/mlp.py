@@ -12,6 +12,14 @@ import jax.numpy as jnp
 Array = jax.Array
 
 
+def classify(layers: Sequence[Callable[[Array], Array]], activation: Callable[[Array], Array], x: Array) -> Array:
+    """Logits of inputs x [batch, ...] flattened to float32 rows, through `layers` with `activation` between them."""
+    x = jnp.reshape(x, (x.shape[0], -1)).astype(jnp.float32)
+    for layer in layers[:-1]:
+        x = activation(layer(x))
+    return layers[-1](x)
+
+
 class MLPClassifier(nn.Module):
     """Dense layers `dense_0 .. dense_{k-1}` of widths `features` with activation, then `dense_{k}` to n_out logits.
 

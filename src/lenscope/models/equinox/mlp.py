@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
+from ..mlp import classify
 from .layers import Dense
 
 Array = jax.Array
@@ -31,7 +31,4 @@ class MLPClassifier(eqx.Module):
 
     def __call__(self, x: Array, *, deterministic: bool = True) -> Array:
         """Logits [batch, n_out] for inputs x [batch, ...]; `deterministic` is accepted for trainer uniformity."""
-        x = jnp.reshape(x, (x.shape[0], -1)).astype(jnp.float32)
-        for layer in self.dense[:-1]:
-            x = self.activation(layer(x))
-        return self.dense[-1](x)
+        return classify(self.dense, self.activation, x)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
 
+from ..mlp import classify
 from .rngs import require_rngs
 
 Array = jax.Array
@@ -28,7 +28,4 @@ class MLPClassifier(nnx.Module):
 
     def __call__(self, x: Array, *, deterministic: bool = True) -> Array:
         """Logits [batch, n_out] for inputs x [batch, ...]; `deterministic` is accepted for trainer uniformity."""
-        x = jnp.reshape(x, (x.shape[0], -1)).astype(jnp.float32)
-        for layer in self.dense[:-1]:
-            x = self.activation(layer(x))
-        return self.dense[-1](x)
+        return classify(self.dense, self.activation, x)
