@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import lenscope_cmd
 from xor_job import XOR_JOB
+from yaml_inputs import alias_bomb
 
 from lenscope.cli import main
 from lenscope.errors import UsageError
@@ -94,16 +95,6 @@ JOBS = XOR_JOB + textwrap.dedent('''
         def analyze(self, layer, inputs):
             return {"mean": inputs["inputs"].mean()}
 ''')
-
-
-def alias_bomb(levels: int = 9, width: int = 9, flow: bool = False) -> str:
-    """A YAML alias bomb: `levels` anchors, each `width` aliases of the one before (width**levels leaves)."""
-    names = [chr(ord("a") + i) for i in range(levels)]
-    items = [f"&{names[0]} [{','.join(['x'] * width)}]"]
-    items += [f"&{n} [{','.join(['*' + p] * width)}]" for p, n in zip(names, names[1:])]
-    if flow:
-        return "[" + ", ".join(items) + "]"
-    return "".join(f"{n}: {item}\n" for n, item in zip(names, items))
 
 
 @dataclass

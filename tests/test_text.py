@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from yaml_inputs import alias_bomb
 
 from lenscope import AnalysisCfg, Store, UsageError
 from lenscope.cli import main
@@ -102,16 +103,6 @@ def test_ls_where_reads_text_as_the_config_does(valued, capsys, text, expected):
 
 
 # ---- refused YAML: duplicate keys and aliases (#11.14, #11.15) -------------------------------------
-
-def alias_bomb(levels: int = 9, width: int = 9, flow: bool = False) -> str:
-    """A 'billion laughs' document (or one flow list): each anchor holds `width` aliases of the one before."""
-    names = [chr(ord("a") + i) for i in range(levels)]
-    items = [f"&{names[0]} [{','.join(['x'] * width)}]"]
-    items += [f"&{n} [{','.join(['*' + p] * width)}]" for p, n in zip(names, names[1:])]
-    if flow:
-        return "[" + ", ".join(items) + "]"
-    return "".join(f"{n}: {item}\n" for n, item in zip(names, items))
-
 
 @pytest.mark.parametrize("text, problem", [
     ("a: 1\nb: 2\na: 3\n", "duplicate key 'a' at line 3, column 1 (first at line 1; a key may appear once"),

@@ -59,6 +59,19 @@ def self_attention(layer: Any, x: Array, mask: Array | None = None) -> tuple[Arr
     return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
 
 
+def residual(model: Any, tokens: Array, pos_embed: Array) -> Array:
+    """The residual stream after the last block: embed + positions, then every block under a causal mask.
+
+    `model` is any library's Transformer here (its `embed`, `blocks` and `seq_len`).
+    """
+    seq = check_length(tokens, model.seq_len)
+    x = model.embed(tokens) + pos_embed[:seq]
+    mask = causal_mask(seq)
+    for block in model.blocks:
+        x = block(x, mask)
+    return x
+
+
 class Attention(nn.Module):
     """Multi-head self-attention: `query`, `key`, `value` [d_model -> heads x d_head] and `out` back to d_model."""
 
@@ -160,11 +173,7 @@ class Transformer(nn.Module):
 
     def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
         """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
-        seq = check_length(tokens, self.seq_len)
-        x = self.embed(tokens) + self.pos_embed[:seq].astype(self.dtype)
-        mask = causal_mask(seq)
-        for block in self.blocks:
-            x = block(x, mask)
+        x = residual(self, tokens, self.pos_embed.astype(self.dtype))
         # Same two steps as unembed_fn, inlined so the forward does not invoke
         # another method of the root module (interceptors would record it).
         if self.use_ln:

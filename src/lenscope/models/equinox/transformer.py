@@ -14,7 +14,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 
-from ..transformer import causal_mask, check_length, self_attention
+from ..transformer import residual, self_attention
 from .layers import Dense, Embed, LayerNorm
 
 Array = jax.Array
@@ -110,11 +110,7 @@ class Transformer(eqx.Module):
 
     def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
         """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
-        seq = check_length(tokens, self.seq_len)
-        x = self.embed(tokens) + self.pos_embed[:seq]
-        mask = causal_mask(seq)
-        for block in self.blocks:
-            x = block(x, mask)
+        x = residual(self, tokens, self.pos_embed)
         return self.unembed_fn(x)
 
     def unembed_fn(self, resid: Array) -> Array:

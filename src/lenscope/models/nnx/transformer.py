@@ -14,7 +14,7 @@ from collections.abc import Callable
 import jax
 from flax import nnx
 
-from ..transformer import causal_mask, check_length, self_attention
+from ..transformer import residual, self_attention
 from .rngs import require_rngs
 
 Array = jax.Array
@@ -91,11 +91,7 @@ class Transformer(nnx.Module):
 
     def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
         """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
-        seq = check_length(tokens, self.seq_len)
-        x = self.embed(tokens) + self.pos_embed[:seq]
-        mask = causal_mask(seq)
-        for block in self.blocks:
-            x = block(x, mask)
+        x = residual(self, tokens, self.pos_embed)
         if self.ln_final is not None:
             x = self.ln_final(x)
         return self.unembed(x)
