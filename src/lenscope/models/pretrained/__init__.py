@@ -10,6 +10,7 @@ from .decoder import KV, MLP, Attention, Block, Decoder, Unembed, positions_of
 from .families import FAMILIES, decoder_config
 from .generate import generate
 from .layers import Hook, Norm
+from .load import random_decoder
 from .locate import hub_cache, locate
 from .pretrained import Pretrained, from_pretrained
 from .tokenizer import Tokenizer, load_tokenizer
@@ -17,5 +18,5 @@ from .tokenizer import Tokenizer, load_tokenizer
 __all__ = [
     "FAMILIES", "KV", "MLP", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm", "Pretrained",
     "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache", "load_tokenizer", "locate",
-    "positions_of",
+    "positions_of", "random_decoder",
 ]

@@ -27,7 +27,7 @@ from .locate import locate
 from .safetensors import SafetensorsFiles
 from .weights import weight_map
 
-__all__ = ["leaf_path", "load_decoder", "read_config", "spread"]
+__all__ = ["abstract_decoder", "leaf_path", "load_decoder", "random_decoder", "read_config", "spread"]
 
 Shardings = Callable[[str, tuple[int, ...]], Sharding]
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
@@ -75,6 +75,33 @@ def _dtype(dtype: Any) -> Any:
     return dtype
 
 
+def abstract_decoder(cfg: DecoderConfig) -> Decoder:
+    """The decoder's structure with a jax.ShapeDtypeStruct per array: nothing allocated, nothing compiled."""
+    return eqx.filter_eval_shape(Decoder, cfg, key=jax.random.key(0))
+
+
+def random_decoder(cfg: DecoderConfig, seed: int = 0, dtype: Any = jnp.float32, std: float = 0.02) -> Decoder:
+    """A decoder with random weights drawn on the host: matrices N(0, std), norms at identity, biases zero.
+
+    NumPy draws them leaf by leaf, so a fresh model costs no compilation (the models/equinox layers' own
+    initializers compile one program per shape).
+    """
+    rng = np.random.default_rng(seed)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_decoder(cfg))
+
+    def draw(keys: tuple, shape: Any) -> jax.Array:
+        path = leaf_path(keys)
+        if len(shape.shape) >= 2:
+            value = rng.normal(0.0, std, shape.shape)
+        elif path.endswith("/scale") and not cfg.norm_offset:
+            value = np.ones(shape.shape)
+        else:
+            value = np.zeros(shape.shape)
+        return jnp.asarray(value, dtype)
+
+    return jax.tree_util.tree_unflatten(treedef, [draw(keys, shape) for keys, shape in leaves])
+
+
 def load_decoder(folder: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mesh | None = None,
                  shardings: Shardings | None = None) -> tuple[Decoder, DecoderConfig, dict[str, Any], int]:
     """(decoder with the checkpoint's weights, its config, the raw config.json, checkpoint bytes)."""
@@ -86,8 +113,7 @@ def load_decoder(folder: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mesh
     sources = weight_map(cfg)
     if shardings is None and mesh is not None:
         shardings = spread(mesh)
-    abstract = eqx.filter_eval_shape(Decoder, cfg, key=jax.random.key(0))
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_decoder(cfg))
     missing = [leaf_path(keys) for keys, _ in leaves if leaf_path(keys) not in sources]
     if missing:
         raise UsageError(f"the {cfg.family} weight map has no source for {', '.join(missing[:5])}")
