@@ -130,6 +130,20 @@ def test_per_example_mlp_trains_captures_and_patches(tmp_path) -> None:
     trainer.cleanup()
 
 
+class DictOutputXor(PerExampleXor):
+    """A forward that returns a dict of logits (as transformers-style models return an output object)."""
+
+    def apply_model(self, model, inputs):
+        return {"logits": super().apply_model(model, inputs)}
+
+
+def test_a_model_output_that_is_not_an_array_is_a_clear_error(tmp_path) -> None:
+    trainer = DictOutputXor(CONFIG + [f"logging/results={tmp_path / 'results'}"], store=Store(tmp_path / "runs"))
+    with pytest.raises(UsageError, match=r"returned a builtins.dict; the ops score logits"):
+        lenscope.ops.ablation(trainer, names_filter="layers/*")
+    trainer.cleanup()
+
+
 def test_nested_vmaps_inside_the_model_are_seen_through() -> None:
     from lenscope.capture.patch import record
     model = eqx.filter_jit(Tiny)(jax.random.key(0))
