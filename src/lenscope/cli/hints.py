@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..errors import UsageError, hint
 from ..store import Node, Store, vocabulary
+from ..store.config_keys import is_config_key
 from ..store.values import RESERVED_KEYS
 
 # Row keys that are columns, not value keys (artifact rows add their own; see Query).
@@ -26,7 +27,9 @@ def check_words(store: Store, args: argparse.Namespace) -> None:
         ("node name", [Node.clean_name(n) for n in args.name or ()], vocabulary.node_names),
         ("lineage nonce", [*(args.nonce or ()), *([Node.parse(args.lineage).nonce] if args.lineage else [])],
          vocabulary.nonces),
-        ("value key", [key for key, _, _ in args.where if key not in _COLUMNS], vocabulary.value_keys),
+        ("value key", [key for key, _, _ in args.where if key not in _COLUMNS and not is_config_key(key)],
+         vocabulary.value_keys),
+        ("config key", [key for key, _, _ in args.where if is_config_key(key)], vocabulary.config_keys),
         ("artifact name", [args.artifact] if args.artifact else [], vocabulary.artifact_names),
     ]
     for what, given, read in checks:

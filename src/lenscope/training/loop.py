@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -26,6 +26,14 @@ def due(step: int, interval: int, *, last: bool = False) -> bool:
     return interval > 0 and (step % interval == 0 or last)
 
 
+class StopTraining(Exception):  # noqa: N818 (a signal, like StopIteration, not an error)
+    """Raised by a validation watcher to end training at this step as a finished run (e.g. a pruned sweep trial)."""
+
+
+ValidationWatcher = Callable[[int, Mapping[str, float]], None]
+"""Called with (step, validation values) after each validation; may raise StopTraining."""
+
+
 class TrainingLoop:
     """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
@@ -37,6 +45,12 @@ class TrainingLoop:
         self._eval_step = jax.jit(evaluating(self.eval_step))  # (params, model_state, batch)
         self._accumulate = jax.jit(lambda total, new: jax.tree_util.tree_map(jnp.add, total, new))
         self._whole_split_batches: dict[str, dict[str, jax.Array]] = {}
+        self._watchers: list[ValidationWatcher] = []
+        self.stopped: str | None = None  # why a watcher ended training early (StopTraining's message), else None
+
+    def watch_validation(self, watcher: ValidationWatcher) -> None:
+        """Call `watcher(step, values)` after each validation; a watcher raising StopTraining ends training there."""
+        self._watchers.append(watcher)
 
     # -- hooks ---------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -175,6 +189,8 @@ class TrainingLoop:
                     self.save_checkpoint()
                 if step % per_epoch == 0:
                     self.on_train_epoch_end(step // per_epoch - 1)
+        except StopTraining as stop:
+            self.stopped = str(stop) or "stopped"
         except KeyboardInterrupt:
             self._tandem.stop()  # finish or abandon the files being saved; start no more
             raise
@@ -201,6 +217,8 @@ class TrainingLoop:
         self.lineage.record(values)
         self.on_validation_end(values)
         self.run_tandem()
+        for watcher in self._watchers:
+            watcher(int(self.state.step), values)
         return values
 
     def save_checkpoint(self) -> None:
