@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from ..errors import UsageError
 from ..registry import resolve
@@ -25,7 +26,7 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
     if not args.objective:
         raise UsageError("lenscope sweep needs --objective KEY:max|min, e.g. --objective val/accuracy:max")
     parse_objective(args.objective)
-    spec = SweepSpec(job=args.job, sources=list(args.sources), params=list(args.param), objective=args.objective,
+    spec = SweepSpec(job=_absolute(args.job), sources=[_absolute(s) for s in args.sources], params=list(args.param), objective=args.objective,
                      sampler=args.sampler, pruner=args.pruner, trials=10 if args.trials is None else args.trials,
                      seed=args.seed)
     check_choices(spec)
@@ -35,6 +36,14 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
         for param in params:
             param.grid()
     return spec
+
+
+def _absolute(text: str) -> str:
+    """A job file or YAML source with its path made absolute, so workers started elsewhere find the same file."""
+    path, colon, attr = text.rpartition(":") if ".py:" in text else (text, "", "")
+    if path.endswith((".py", ".yaml", ".yml")) and "=" not in path and Path(path).is_file():
+        return str(Path(path).resolve()) + colon + attr
+    return text
 
 
 def _workers(args: argparse.Namespace, study: str, store_url: str) -> list[subprocess.Popen]:
@@ -50,11 +59,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.join and (args.job or args.param or args.objective or args.study):
         raise UsageError("--join STUDY takes the job, params and objective from the study; "
                          "give only --join (and --store, --trials, --workers)")
+    spec = None if args.join else _spec(args)  # checked before the store is opened: bad input writes nothing
     with on_signals(), Store(args.store) as store:
-        if args.join:
+        if spec is None:
             study, spec = load(store, args.join)
         else:
-            spec = _spec(args)
             study = create(store, spec, args.study)
         print(f"lenscope sweep: study {study.study_name} ({spec.sampler}, {spec.objective}); join it with: "
               f"lenscope sweep --join {study.study_name} --store {store.url}", file=sys.stderr, flush=True)

@@ -94,7 +94,9 @@ def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], N
     done: list[Outcome] = []
     objective = trial_objective(store, spec, study.study_name, done, say)
     total = budget(spec)
-    while len(study.get_trials(deepcopy=False)) < total:
+    state = optuna().trial.TrialState
+    begun = (state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)  # queued (WAITING) trials are still to run
+    while len(study.get_trials(deepcopy=False, states=begun)) < total:
         study.optimize(objective, n_trials=1)
     return done
 
