@@ -20,7 +20,7 @@ from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
 from ..ui.lineages import lineage_rows, with_liveness
-from .hints import check_words
+from .hints import check_words, note_missing_keys
 from .output import checked_filename, output_path, write_output
 
 R = TypeVar("R")
@@ -162,6 +162,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows = query.select(keys)
         if not rows:
             check_words(store, args)  # a typo in a name or key is an error with a hint, not "no nodes match"
+        elif keys:
+            note_missing_keys(store, keys, rows)  # a column of '-' only, said once with what was meant
         rows = mark_stale(store, rows)  # a running node whose job died shows as stale (#12.2)
     rows = [_plain(r) for r in rows]
     if args.json:
