@@ -26,7 +26,8 @@ def _spec(args: argparse.Namespace) -> SweepSpec:
     if not args.objective:
         raise UsageError("lenscope sweep needs --objective KEY:max|min, e.g. --objective val/accuracy:max")
     parse_objective(args.objective)
-    spec = SweepSpec(job=_absolute(args.job), sources=[_absolute(s) for s in args.sources], params=list(args.param), objective=args.objective,
+    spec = SweepSpec(job=_absolute(args.job), sources=[_absolute(s) for s in args.sources],
+                     params=list(args.param), objective=args.objective,
                      sampler=args.sampler, pruner=args.pruner, trials=10 if args.trials is None else args.trials,
                      seed=args.seed)
     check_choices(spec)

@@ -66,8 +66,10 @@ def parse_param(text: str) -> Param:
         raise UsageError(f"--param {text!r}: unknown kind {kind!r}{hint(kind, KINDS)}; expected {FORM}")
     if kind == "choice":
         pieces = [p.strip() for p in rest.split(",")]
-        items = parse_value(rest) if rest.startswith("[") else [parse_value(p) for p in pieces if p]
-        if not isinstance(items, list) or not items or "" in pieces and not rest.startswith("[") or any(isinstance(i, (list, dict)) for i in items):
+        listed = rest.startswith("[")
+        items = parse_value(rest) if listed else [parse_value(p) for p in pieces if p]
+        empty = "" in pieces and not listed
+        if not isinstance(items, list) or not items or empty or any(isinstance(i, (list, dict)) for i in items):
             raise UsageError(f"--param {text!r}: choice needs values A,B,C; expected {FORM}")
         if len({repr(i) for i in items}) != len(items):
             raise UsageError(f"--param {text!r}: choice lists a value twice")
