@@ -52,7 +52,7 @@ def to_tensorboard(run: RunExport, folder: str | Path) -> Path:
     try:
         start = run.scalars[0][1] if run.scalars else 0.0
         table = "| key | value |\n|---|---|\n" + "\n".join(
-            f"| {k} | {json.dumps(v)} |" for k, v in run.config.items())
+            f"| {k.removeprefix('config/')} | {json.dumps(v)} |" for k, v in run.config.items())
         text("config", table, 0, start)
         for step, wall, values in run.scalars:
             metrics = [summary.Value(tag=k, simple_value=numeric(v)) for k, v in values.items()
