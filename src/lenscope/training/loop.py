@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..errors import UsageError
 from .interrupts import check as check_interrupt
 from .interrupts import shielded
 from .kinds import evaluating, stepping
@@ -158,7 +159,11 @@ class TrainingLoop:
 
     def _train_steps(self) -> None:
         """The training loop proper; epoch hooks fire at each pass over the training split."""
-        self.setup()
+        self.setup(resume=False)  # not set up yet: a new lineage, branched from `base` if there is one
+        if not self.lineage.owner:
+            raise UsageError(f"{type(self).__name__} was set up attached to {self.lineage.node} (to inspect or "
+                             "analyze it), so it cannot train: call setup(resume=True) to continue that lineage or "
+                             "setup(resume=False) to branch from it, on a new trainer")
         per_epoch = self.data.num_batches("train")
         self._tandem.warm()
         args, start = self.args, int(self.state.step)
