@@ -19,7 +19,7 @@ from ..store import Node, Store
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
-from ..ui.lineages import lineage_rows, with_liveness
+from ..ui.lineage_list import lineage_rows, with_liveness
 from .hints import check_words, note_missing_keys
 from .output import checked_filename, output_path, write_output
 

@@ -9,8 +9,8 @@ from typing import Any
 from ..errors import UsageError
 from ..store import Node, Store
 from ..store.config_keys import flatten
-from ..store.lineages import values_up_to
-from ..ui.lineages import parse_lineage
+from ..store.lineage_heads import values_up_to
+from ..ui.lineage_list import parse_lineage
 from .commands import _fmt, _json, _lookup, open_store
 
 _RUN_HELP = "a node NAME@NONCE:SEQ, or a run NAME@NONCE (its latest node)"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..registry import resolve
+from ..job_registry import resolve
 from ..store import Store
 from ..sweeps import SweepSpec, best, create, load, parse_objective, parse_param, run_trials
 from ..sweeps.params import check_params

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import UsageError
 from ..runner import build_job, run_job
 from ..store import Node, Store
-from ..store.lineages import values_up_to
+from ..store.lineage_heads import values_up_to
 from ..training.loop import StopTraining
 from .study import SweepSpec, optuna
 
