@@ -41,6 +41,11 @@ class TrainerConfig:
         "logging/validation_interval", default=500, ge=0,
         help="validate (and run tandem analyses) every N steps; 0 means never",
     )
+    analysis_interval: int = field(
+        "logging/analysis_interval", default=0, ge=0,
+        help="run tandem analyses at the validations of every N-th step (a multiple of the validation interval); "
+             "0 means at every validation",
+    )
     checkpoint_interval: int = field(
         "logging/checkpoint_interval", default=1000, ge=0,
         help="checkpoint every N steps (and at the end); 0 means never",

@@ -217,11 +217,12 @@ class TrainingLoop:
         return metrics.means()
 
     def validate(self) -> dict[str, float]:
-        """Validation loss/metrics recorded on the current node, then tandem analyses."""
+        """Validation loss/metrics recorded on the current node, then tandem analyses (if `analysis_interval` is due)."""
         values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
         self.lineage.record(values)
         self.on_validation_end(values)
-        self.run_tandem()
+        if due(int(self.state.step), self.args.analysis_interval or 1):
+            self.run_tandem()
         for watcher in self._watchers:
             watcher(int(self.state.step), values)
         return values
