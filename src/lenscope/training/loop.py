@@ -217,7 +217,7 @@ class TrainingLoop:
         return metrics.means()
 
     def validate(self) -> dict[str, float]:
-        """Validation loss/metrics recorded on the current node, then tandem analyses (if `analysis_interval` is due)."""
+        """Validation values recorded on the current node, then tandem analyses when `analysis_interval` is due."""
         values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
         self.lineage.record(values)
         self.on_validation_end(values)
