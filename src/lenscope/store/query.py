@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -166,7 +167,7 @@ class Query:
                 nodes.c.created, nodes.c.checkpoint, nodes.c.config]
         if self.artifact_mode:
             cols += [art.c.id.label("artifact_id"), art.c.name.label("artifact"), art.c.version,
-                     art.c.filename, art.c.sha256, art.c.size]
+                     art.c.filename, art.c.sha256, art.c.size, art.c.provenance]
             stmt = select(*cols).select_from(nodes.join(art, art.c.node_id == nodes.c.id))
             if not self.all_versions:
                 newer = artifacts.alias("newer")
@@ -263,6 +264,7 @@ class Query:
             payload = Payload.stored(r.filename, self.store.blobs, r.sha256, r.size, what)
             row = {"node": node.address, "name": r.artifact, "version": r.version, "filename": r.filename,
                    "sha256": r.sha256, "size": r.size, "payload": payload,
+                   "provenance": json.loads(r.provenance) if r.provenance else None,
                    "node_name": r.name, "nonce": r.nonce, "seq": r.seq}
         else:
             row = {"node": node.address, "name": r.name, "nonce": r.nonce, "seq": r.seq, "status": r.status,
