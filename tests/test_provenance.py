@@ -80,3 +80,16 @@ def test_a_version_2_store_is_upgraded_in_place(store_url) -> None:
         assert "provenance" in {c["name"] for c in inspect(connection).get_columns("lenscope_artifacts")}
         assert connection.execute(text("SELECT value FROM lenscope_meta")).scalar() == str(SCHEMA_VERSION)
     engine.dispose()
+
+
+def test_the_node_page_shows_each_versions_provenance(tmp_path) -> None:
+    from starlette.testclient import TestClient
+
+    from lenscope.ui.app import create_app
+
+    with Store(tmp_path / "runs") as opened:
+        node = opened.new_node("grokking/train")
+        opened.put_artifact(node, "norms", "norms.json", b"{}", provenance=MADE)
+    page = TestClient(create_app(str(tmp_path / "runs"))).get(f"/node/{node}").text
+    assert "made by <code>my_analyses.EmbedNorms</code> from <code>/work/my_analyses.py</code>" in page
+    assert "source sha256 <code" in page and "abababababab</code> · lenscope 0.1.0" in page
