@@ -22,6 +22,7 @@ from ..training.placement import abstract, to_host
 from ..training.publisher import Publisher
 from .cfg import choose_paths
 from .lazy_plots import PlotHelper, prewarm_plots
+from .made_by import analysis_class, json_values, provenance
 from .render import render
 from .table_mode import publish_table, run_table
 
@@ -263,11 +264,17 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             return None
         if self.output_schema() is not None:
             return publish_table(self, results)
-        rendered = render(self.NAME, self.plot(results))
+        output = self.plot(results)
+        rendered = render(self.NAME, output)
         if rendered is None:
             return None
         filename, content = rendered
-        return self.lineage.save(self.results_dir() / filename, self.NAME, content)
+        path = self.lineage.save(self.results_dir() / filename, self.NAME, content,
+                                 provenance=provenance(analysis_class(type(self))),
+                                 other_class=self.args.analysis_other_class)
+        if filename.endswith(".json"):  # its numbers become values: listed, filtered, drawn over training
+            self.lineage.record(json_values(self.NAME, output))
+        return path
 
     def output_schema(self) -> Mapping[str, Any] | None:
         """Table mode's schema: the active AnalysisCfg's output_schema, else SCHEMA; None means not a table."""
