@@ -65,3 +65,38 @@ def test_docs_cite_only_files_the_repo_has() -> None:
     cited = {(page.name, name) for page in pages for name in re.findall(r"\b([A-Z][A-Z_]+\.md)\b", page.read_text())}
     missing = [(page, name) for page, name in cited if not any((REPO / d / name).exists() for d in (".", "docs"))]
     assert not missing  # was: DESIGN.md, cited by docs/analysis.md and docs/store.md
+
+
+def test_a_names_filter_whose_globs_match_nothing_says_so(tmp_path: Path) -> None:
+    import pytest
+
+    import lenscope.ops
+    from lenscope.analysis.cfg import UnmatchedFilter
+    from lenscope.examples.grokking import GrokTrainer
+
+    trainer = GrokTrainer([*TINY, f"logging/results={tmp_path / 'results'}"], store=tmp_path / "runs")
+    globs = ["embed", "embd", "blocks_9/*", "unembedding", "mlp"]
+    with pytest.warns(UnmatchedFilter, match=r"4 of 5 globs match no discovered path.*'embd' \(did you mean "
+                                             r"embed"):
+        stats = lenscope.ops.activation_stats(trainer, names_filter=globs)
+    assert list(stats) == ["embed"]  # was: this, without a word about the other four
+
+
+def test_lenscope_plots_imports_and_heatmap_ticks_sit_on_cells() -> None:
+    import importlib
+
+    import numpy as np
+
+    plots = importlib.import_module("lenscope.plots")  # was: ModuleNotFoundError, though the docs name it
+    assert plots.heatmap is importlib.import_module("lenscope.analysis.plots").heatmap
+    figure = plots.heatmap(np.arange(12.0).reshape(4, 3))
+    axes = figure.axes[0]
+
+    def shown(ticks, limits):
+        return [float(t) for t in ticks if min(limits) <= t <= max(limits)]
+
+    assert shown(axes.get_xticks(), axes.get_xlim()) == [0.0, 1.0, 2.0]  # was: -0.5, 0, 0.5, ...
+    assert shown(axes.get_yticks(), axes.get_ylim()) == [0.0, 1.0, 2.0, 3.0]
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
