@@ -164,7 +164,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             check_words(store, args)  # a typo in a name or key is an error with a hint, not "no nodes match"
         elif keys:
             note_missing_keys(store, keys, rows)  # a column of '-' only, said once with what was meant
-        rows = mark_stale(store, rows)  # a running node whose job died shows as stale (#12.2)
+        rows = mark_stale(store, rows)  # a running node whose job died shows as stale
     rows = [_plain(r) for r in rows]
     if args.json:
         print(_json(rows))
