@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-import matplotlib
 import pytest
+from ui_fixtures import pdf_figure
 
 from lenscope.cli.main import main
 from lenscope.store import Store
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 CONFIG = {"optimization": {"lr": 0.003, "weight_decay": 1.0}, "model": {"d_model": 32}}
-
-
-def _pdf() -> bytes:
-    figure, axes = plt.subplots(figsize=(3, 2))
-    axes.plot([0, 1, 2], [3, 1, 2])
-    out = io.BytesIO()
-    figure.savefig(out, format="pdf")
-    plt.close(figure)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -38,7 +25,7 @@ def run(tmp_path: Path) -> tuple[Path, list]:
             store.record(node, {"train/loss": 4.0 - node.seq, "phase": "early"})
         for node in nodes[2::2]:
             store.record(node, {"val/accuracy": node.seq / 4, "val/ok": node.seq > 2})
-        store.put_artifact(nodes[4], "fourier", "fourier.pdf", _pdf())
+        store.put_artifact(nodes[4], "fourier", "fourier.pdf", pdf_figure("fourier"))
         store.put_artifact(nodes[4], "summary", "summary.json", b'{"topk_share": 0.5}')
         store.set_status(nodes[4], "done")
     return root, nodes
