@@ -36,3 +36,8 @@ def test_doc_examples_run(tmp_path: Path) -> None:
     assert f"{best} -> tb/{best.rsplit(':', 1)[0]}" in out
     assert re.search(rf"^{re.escape(best.rsplit(':', 1)[0])} (0\.1|2) 4$", out, re.M)  # 4 validations in MLflow
     assert list((tmp_path / "tb" / best.rsplit(":", 1)[0]).glob("events.out.tfevents.*"))
+    analysed = re.search(r"^analysed: (\S+):40$", out, re.M)[1]
+    shares = re.findall(rf"^{re.escape(analysed)}:(\d+)\s+done\s+(\d\.\d+)\s+\S+$", out, re.M)
+    assert [seq for seq, _ in shares] == ["20", "40"]  # analysis/summary/topk_share as values at each analysis
+    assert re.search(r"summary\.json \(\d+ bytes\)  by lenscope\.examples\.grokking_analyses\.SummaryAnalysis \(/.*"
+                     r"grokking_analyses\.py, [0-9a-f]{12}, lenscope ", out)
