@@ -128,3 +128,17 @@ def test_two_workers_join_one_study_on_postgresql(job: str, tmp_path: Path, post
         with store.read() as connection:
             names = [row[0] for row in connection.exec_driver_sql("SELECT study_name FROM studies")]
         assert names == ["shared"]  # the study lives in the store's own database
+
+
+def test_workers_on_one_machine_share_a_sqlite_study(job: str, tmp_path: Path, capsys) -> None:
+    store = tmp_path / "runs"
+    code = main(["--store", str(store), "sweep", job, *BASE, "--param", "optimization/lr=uniform:0.01:0.1",
+                 "--trials", "3", "--workers", "2", "--sampler", "random", "--pruner", "none",
+                 "--objective", "val/loss:min", "--study", "two"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    with Store(store) as opened:
+        study, _ = load(opened, "two")
+        assert len(study.trials) == 3  # the budget over both workers, not per worker
+        rows = opened.query().where("sweep/study", "==", "two").select(["sweep/trial"])
+        assert sorted(r["sweep/trial"] for r in rows) == [0, 1, 2]
+    assert (store / "optuna.db").is_file()  # a store folder keeps its study beside lenscope.db
