@@ -116,7 +116,3 @@ def check_params(config_cls: type, sources: list[Any], params: list[Param]) -> N
                 raise UsageError(f"--param {param.text!r}: value {value!r} is refused by the job's config: {err}") \
                     from None
 
-
-def overrides(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """Config sources setting each drawn path (one mapping, applied after the sweep's own sources)."""
-    return [dict(values)] if values else []
