@@ -14,9 +14,9 @@ _PARAM_CHARS = 6000
 
 
 def _client(uri: str):
-    try:
-        from mlflow.entities import Metric, Param
-        from mlflow.tracking import MlflowClient
+    try:  # lazy: MLflow is an optional extra, loaded only to export
+        from mlflow.entities import Metric, Param  # lazy: optional extra
+        from mlflow.tracking import MlflowClient  # lazy: optional extra
     except ImportError:
         raise UsageError("--to mlflow needs MLflow: pip install 'lenscope[export]' (or pip install mlflow-skinny)") \
             from None

@@ -12,8 +12,9 @@ from .run import RunExport, numeric
 
 def _tensorboard():
     try:
+        # lazy: TensorBoard is an optional extra, loaded only to export
         from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter  # lazy: optional extra
     except ImportError:
         raise UsageError("--to tensorboard needs TensorBoard: pip install 'lenscope[export]' "
                          "(or pip install tensorboard)") from None
@@ -23,12 +24,12 @@ def _tensorboard():
 def _image(summary_pb2, content: bytes, filename: str):
     """A Summary.Image of a stored figure: a PDF's first page rendered to PNG, or PNG bytes as they are."""
     if filename.lower().endswith(".pdf"):
-        from ..ui.figures import render_pdf  # pypdfium2, from the ui extra
+        from ..ui.figures import render_pdf  # lazy: pypdfium2, only for a PDF figure
 
         content = render_pdf(content, scale=1.5)
     elif not filename.lower().endswith(".png"):
         return None
-    from PIL import Image
+    from PIL import Image  # lazy: only for a figure to measure
 
     width, height = Image.open(io.BytesIO(content)).size
     return summary_pb2.Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=content)
