@@ -35,6 +35,7 @@ def runs(tmp_path_factory) -> tuple[Path, list[str]]:
                 store.record(node, {"train/loss": 3.0 - node.seq * decay / 2, "val/accuracy": accuracy * node.seq / 4})
             for step in steps:
                 store.put_artifact(nodes[step], "fourier", "fourier.pdf", pdf_figure(f"wd={decay} step {step}"))
+                store.record(nodes[step], {"analysis/summary/topk_share": 0.5 + step / 10})  # an analysis's number
             store.set_status(nodes[-1], "done")
             lineages.append(f"{nodes[0].name}@{nodes[0].nonce}")
     return root, lineages
@@ -98,3 +99,11 @@ def test_compare_view_diffs_the_config_and_flips_figures_side_by_side(page, serv
                            ".every(e => e.complete && e.naturalWidth > 0)")
     assert images.nth(1).is_visible()
     shoot(page, tmp_path / "compare-flipbook-step3.png")
+
+
+def test_an_analysis_number_is_drawn_as_a_curve(page, server, runs, tmp_path):
+    _, (first, _) = runs
+    page.goto(f"{server}run/{first}?key=analysis/summary/topk_share")
+    chart = page.locator("figure.chart", has_text="analysis/summary/topk_share")
+    assert chart.count() == 1 and chart.locator("svg path, svg polyline").count() >= 1
+    shoot(page, tmp_path / "analysis-value-curve.png")
