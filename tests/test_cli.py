@@ -208,9 +208,12 @@ def test_show_text_and_json(trained):
     data = json.loads(as_json.out)
     with Store(trained.store, readonly=True) as store:
         record = store.get(node)
+        made = {r["name"]: r["provenance"] for r in store.query().node(node).artifact().select()}
     assert data["values"] == record.values and data["status"] == "done" and data["config"] == record.config
     assert data["parents"] == [str(p) for p in record.parents]
-    artifacts = {k: {"filename": p.filename, "size": len(p.content)} for k, p in record.artifacts.items()}
+    assert made["summary"]["class"].endswith(".SummaryAnalysis")  # what made each artifact version
+    artifacts = {k: {"filename": p.filename, "size": len(p.content), "provenance": made[k]}
+                 for k, p in record.artifacts.items()}
     assert data["artifacts"] == artifacts
 
 

@@ -86,6 +86,8 @@ def _load_file(path: str) -> ModuleType:
     name = _module_name(file)
     if name in sys.modules:
         return sys.modules[name]
+    if str(file.parent) not in sys.path:  # as `python file.py` does: the file's own folder imports its siblings
+        sys.path.insert(0, str(file.parent))
     spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and type hints look the module up while it executes

@@ -25,6 +25,7 @@ from .cfg import choose_paths
 from .holder import Borrowed, OwnState
 from .hooks import fire
 from .lazy_plots import PlotHelper, prewarm_plots
+from .made_by import analysis_class, json_values, provenance
 from .render import render
 from .table_mode import publish_table, run_table
 
@@ -285,11 +286,23 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             return None
         if self.output_schema() is not None:
             return publish_table(self, results)
-        rendered = render(self.NAME, self.plot(results))
+        return self.save_output(self.plot(results))
+
+    def save_output(self, output: Any, name: str | None = None,
+                    content: tuple[str, bytes] | None = None) -> Path | None:
+        """Save a plot() result (or `content` = (filename, bytes) under `name`) in results and on the node, with
+        what made it; a JSON result's scalar leaves also become values `analysis/NAME/...`."""
+        name = name or self.NAME
+        rendered = content or render(name, output)
         if rendered is None:
             return None
-        filename, content = rendered
-        return self.lineage.save(self.results_dir() / filename, self.NAME, content)
+        filename, data = rendered
+        path = self.lineage.save(self.results_dir() / filename, name, data,
+                                 provenance=provenance(analysis_class(type(self))),
+                                 other_class=self.args.analysis_other_class)
+        if content is None and filename.endswith(".json"):  # its numbers: listed, filtered, drawn over training
+            self.lineage.record(json_values(name, output))
+        return path
 
     def output_schema(self) -> Mapping[str, Any] | None:
         """Table mode's schema: the active AnalysisCfg's output_schema, else SCHEMA; None means not a table."""

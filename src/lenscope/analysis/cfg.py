@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ def choose_paths(analysis: Any, found: list[str]) -> Any:
             raise CaptureError(f"names_filter {list(cfg.names_filter)} matches none of the discovered paths"
                                f"{hint(cfg.names_filter[0], found)}; discovered: {format_paths(found)} "
                                "(`*` stays within one path part, `**` crosses '/')")
+        _warn_unmatched(cfg.names_filter, found)
         try:
             single = isinstance(analysis.select(found), str)
         except (LenscopeError, NotImplementedError):
@@ -44,6 +46,21 @@ def choose_paths(analysis: Any, found: list[str]) -> Any:
     listed = list(chosen) if isinstance(chosen, (list, tuple)) else []
     analysis.selected = [chosen] if isinstance(chosen, str) else listed
     return chosen
+
+
+class UnmatchedFilter(UserWarning):
+    """Some names_filter globs matched no discovered path (the others did): results lack what they named."""
+
+
+def _warn_unmatched(globs: Sequence[str], found: list[str]) -> None:
+    """Say which globs of a names_filter matched nothing, with the nearest discovered paths."""
+    globs = [globs] if isinstance(globs, str) else list(globs)
+    missing = [g for g in globs if not match_paths(g, found)]
+    if missing:
+        near = "".join(f"; {g!r}{hint(g, found) or ' is near no path'}" for g in missing)
+        warnings.warn(f"names_filter: {len(missing)} of {len(globs)} globs match no discovered path, so the "
+                      f"results have no entry for them{near}; discovered: {format_paths(found)}",
+                      UnmatchedFilter, stacklevel=2)
 
 
 def _check_plain(value: Any, what: str) -> str:

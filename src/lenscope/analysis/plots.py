@@ -125,10 +125,17 @@ def _draw_heatmap(ax: Any, data: np.ndarray, cmap: str, vmin: Any, vmax: Any) ->
 
 
 def _ticklabels(ax: Any, xticklabels: list[str] | None, yticklabels: list[str] | None) -> None:
+    """Cell labels where given; elsewhere ticks on whole cells only (never -0.5, 0, 0.5 on a small array)."""
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib.ticker loads with the first heatmap
+
     if xticklabels is not None:
         ax.set_xticks(range(len(xticklabels)), xticklabels, rotation=90 if len(xticklabels) > 8 else 0)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if yticklabels is not None:
         ax.set_yticks(range(len(yticklabels)), yticklabels)
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def heatmap(

@@ -27,7 +27,6 @@ from ..training.placement import to_host
 from ..training.progress import Progress
 from .cache import cached_rows
 from .hooks import fire
-from .render import render
 from .table_schema import Column, batch_rows, features, parse_schema
 
 
@@ -179,9 +178,6 @@ def publish_table(analysis: Any, dataset: Any) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=f".{name}.") as staging:  # file and artifact: both or neither
         content = write_parquet(dataset, Path(staging) / f"{name}.parquet", rows).read_bytes()
-    path = analysis.lineage.save(folder / f"{name}.parquet", table_artifact(name), content)
-    rendered = render(name, analysis.plot(dataset))
-    if rendered is not None:
-        filename, figure = rendered
-        analysis.lineage.save(folder / filename, name, figure)
+    path = analysis.save_output(None, table_artifact(name), (f"{name}.parquet", content))
+    analysis.save_output(analysis.plot(dataset))  # the summary: NAME.pdf, or NAME.json whose numbers become values
     return path

@@ -19,8 +19,8 @@ from ..store import Node, Store
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
-from ..ui.lineages import lineage_rows, with_liveness
-from .hints import check_words
+from ..ui.lineage_list import lineage_rows, with_liveness
+from .hints import check_words, note_missing_keys
 from .output import checked_filename, output_path, write_output
 
 R = TypeVar("R")
@@ -162,6 +162,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows = query.select(keys)
         if not rows:
             check_words(store, args)  # a typo in a name or key is an error with a hint, not "no nodes match"
+        elif keys:
+            note_missing_keys(store, keys, rows)  # a column of '-' only, said once with what was meant
         rows = mark_stale(store, rows)  # a running node whose job died shows as stale
     rows = [_plain(r) for r in rows]
     if args.json:
@@ -264,13 +266,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         record = _lookup(store, args.node, store.get)
         children = store.children(record.node)
+        made = {r["name"]: r["provenance"] for r in store.query().node(record.node).artifact().select()}
         status = mark_stale(store, [{"node": str(record.node), "status": record.status}])[0]["status"]
     data = {
         "node": str(record.node), "status": status, "error": record.error, "created": record.created,
         "parents": [str(p) for p in record.parents], "children": [str(c) for c in children],
         "checkpoint": str(record.checkpoint) if record.checkpoint else None,
         "values": record.values,
-        "artifacts": {name: {"filename": p.filename, "size": p.size} for name, p in record.artifacts.items()},
+        "artifacts": {name: {"filename": p.filename, "size": p.size, "provenance": made.get(name)}
+                      for name, p in record.artifacts.items()},
         "config": record.config,
     }
     if args.json:
@@ -284,10 +288,19 @@ def cmd_show(args: argparse.Namespace) -> int:
         if label != "error" or value:
             print(f"{label:<11} {value or '-'}")
     _section("values", ((k, _fmt(v)) for k, v in sorted(data["values"].items())))
-    _section("artifacts", ((name, f"{meta['filename']} ({meta['size']} bytes)")
+    _section("artifacts", ((name, f"{meta['filename']} ({meta['size']} bytes){_made_by(meta['provenance'])}")
                            for name, meta in sorted(data["artifacts"].items())))
     _section("config", ((k, _fmt(v)) for k, v in _flatten(data["config"] or {})))
     return 0
+
+
+def _made_by(provenance: dict | None) -> str:
+    """`  by CLASS (FILE, source sha256 PREFIX, lenscope VERSION)` for an artifact whose provenance was recorded."""
+    if not provenance:
+        return ""
+    facts = [provenance.get("source_file"), provenance.get("source_sha256", "")[:12] or None,
+             f"lenscope {provenance['lenscope']}" if provenance.get("lenscope") else None]
+    return f"  by {provenance.get('class', '?')} ({', '.join(f for f in facts if f)})"
 
 
 def _section(title: str, items: Iterable[tuple[str, str]]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..version import VERSION
-from . import commands, maintenance, report, run_args, serve
+from . import commands, diff, export, maintenance, report, run_args, serve, sweep_args
 
 _JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
 _NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="file to write, or DIR/ (or an existing folder) to write into under the artifact's "
                           "filename; '-' or none: stdout. Links, FIFOs and devices are refused")
     get.add_argument("--version", type=int, metavar="N", help="an older version (default: the latest)")
+    diff.add_parser(sub, _sub)
+    export.add_parser(sub, _sub)
+    sweep_args.add_parser(sub, _sub, _JOB_HELP)
     maintenance.add_parsers(sub, _sub)
     serve.add_parser(sub, _sub)
     return parser

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -44,7 +45,20 @@ def _run(args: argparse.Namespace) -> int:
             err.add_note(note)
         raise
     print(f"node {node}", flush=True)
+    _say_next(args, instance, node)
     return 0
+
+
+def _say_next(args: argparse.Namespace, instance: Any, node: Any) -> None:
+    """Where the results are and the commands that look at them, on stderr (stdout's last line stays the node)."""
+    store = shlex.join(["--store", args.store]) + " " if args.store else ""
+    results = Path(getattr(instance.args, "results", ".")) / node.name / node.nonce
+    lines = [f"lenscope: finished {node}"]
+    if results.is_dir():
+        lines.append(f"  results  {results}/<step>/  (figures and JSON of each analysed step)")
+    lines.append(f"  look     lenscope {store}show {node}    lenscope {store}ls --lineage {node} --keys val/accuracy")
+    lines.append(f"  browse   lenscope {store}ui    then open http://127.0.0.1:8765 (curves, figures over the steps)")
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def _join_cluster() -> None:

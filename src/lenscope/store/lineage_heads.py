@@ -1,4 +1,4 @@
-"""Lineage-level reads for resuming a job: one node's status, and the head and last checkpoint of each lineage."""
+"""Lineage-level reads: one node's status, the head and last checkpoint of each lineage, a lineage's values so far."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from sqlalchemy import and_, func, select
 
 from lenscope.store.base import NodeLike, StoreBase
 from lenscope.store.node import Node
-from lenscope.store.schema import nodes
-from lenscope.store.values import load_config
+from lenscope.store.schema import nodes, records
+from lenscope.store.values import Scalar, decode, load_config
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,15 @@ def heads(store: StoreBase, name: str) -> list[Head]:
         checkpoints = {row.nonce: row.seq for row in connection.execute(marked)}
     return [Head(Node(name, r.nonce, r.seq), r.status, r.error, load_config(r.config),
                  Node(name, r.nonce, checkpoints[r.nonce]) if r.nonce in checkpoints else None) for r in rows]
+
+
+def values_up_to(store: StoreBase, node: NodeLike) -> dict[str, Scalar]:
+    """Each value key's latest write along `node`'s lineage up to it (the highest seq <= node's having it)."""
+    node = Node.coerce(node)
+    stmt = (select(records.c.key, records.c.kind, records.c.num, records.c.txt)
+            .join(nodes, nodes.c.id == records.c.node_id)
+            .where(nodes.c.name == node.name, nodes.c.nonce == node.nonce, nodes.c.seq <= node.seq)
+            .order_by(nodes.c.seq, records.c.id))
+    with store.read() as connection:
+        store._node_id(connection, node)  # an unknown node is a StoreError naming it
+        return {r.key: decode(r.kind, r.num, r.txt) for r in connection.execute(stmt)}

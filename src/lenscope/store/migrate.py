@@ -8,7 +8,7 @@ from lenscope.errors import StoreError
 from lenscope.store.node import Node
 from lenscope.store.schema import SCHEMA_VERSION, meta, metadata, nodes
 
-UPGRADABLE = ("1",)
+UPGRADABLE = ("1", "2")
 """Stored versions this lenscope upgrades to SCHEMA_VERSION: each differs from it only by added tables,
 nullable columns and indexes."""
 
@@ -24,14 +24,15 @@ def upgrade(connection: Connection, version: str, *, readonly: bool, shown: str)
     if readonly:
         raise StoreError(
             f"store at {shown} has schema version {version}; this lenscope reads version {SCHEMA_VERSION} and "
-            "upgrades it in place (adding tables only) when it is opened writable: run `lenscope fsck --repair` "
-            "on it once, or any job that writes to it")
+            "upgrades it in place (adding tables and columns only) when it is opened writable: run "
+            "`lenscope fsck --repair` on it once, or any job that writes to it")
     # The version row's lock makes a concurrent upgrader wait here, then see the new version (PostgreSQL).
     locked = connection.execute(
         select(meta.c.value).where(meta.c.key == "schema_version").with_for_update()).scalar_one()
     if locked not in UPGRADABLE:
         return locked
-    _refuse_shared_nonces(connection, shown)
+    if locked == "1":
+        _refuse_shared_nonces(connection, shown)
     _add_missing(connection)
     connection.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
     return str(SCHEMA_VERSION)

@@ -85,8 +85,9 @@ def column_condition(key: str, column: ColumnElement, op: str, value: Any) -> Co
     return _compare(column, op, value)
 
 
-def _value_test(record, op: str, value: Any) -> ColumnElement:
-    """The comparison on one record row: numbers against `num`, strings against `txt` of string records."""
+def value_test(record, op: str, value: Any) -> ColumnElement:
+    """The comparison on one record row (or anything with `.c.kind/.num/.txt`): numbers against `num`, strings
+    against `txt` of string records."""
     if op == "in":
         items = list(value)
         numbers = [float(v) for v in items if v is not None and not isinstance(v, str)]
@@ -115,7 +116,7 @@ def value_condition(key: str, op: str, value: Any) -> ColumnElement:
     is_latest = ~exists().where(later.c.node_id == record.c.node_id, later.c.key == record.c.key,
                                 later.c.id > record.c.id)
     return exists().where(record.c.node_id == nodes.c.id, record.c.key == key, is_latest,
-                          _value_test(record, op, value))
+                          value_test(record, op, value))
 
 
 def value_sort_columns(key: str) -> tuple[ColumnElement, ColumnElement]:

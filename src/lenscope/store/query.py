@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import Select, and_, exists, func, select, tuple_
 
 from lenscope.errors import UsageError, hint
+from lenscope.store import config_keys
 from lenscope.store.blobs import Payload, artifact_label
 from lenscope.store.node import Node
 from lenscope.store.predicates import (
@@ -18,6 +20,7 @@ from lenscope.store.predicates import (
     null_last_order,
     value_condition,
     value_sort_columns,
+    value_test,
 )
 from lenscope.store.reader import StoreReader
 from lenscope.store.schema import artifacts, nodes, records
@@ -35,6 +38,7 @@ class Query:
     `where`/`sort` keys are the keys of the rows returned: node columns (`name`, `nonce`, `seq`,
     `status`, `created`) or value keys such as `train/loss`; after `.artifact()` also `version`,
     `filename`, `sha256`, `size`, with `name` meaning the artifact name and `node_name` the node's.
+    Keys `config/SECTION/NAME` read a leaf of the node's config; rows carry those used in `where`/`sort`.
     """
 
     store: StoreReader
@@ -141,7 +145,9 @@ class Query:
     def _check_key(self, key: str) -> None:
         if not isinstance(key, str) or not key:
             raise UsageError(f"query key must be a non-empty string, got {key!r}")
-        if key in RESERVED_KEYS and key not in self._columns():
+        if config_keys.is_config_key(key):
+            config_keys.config_path(key)
+        elif key in RESERVED_KEYS and key not in self._columns():
             columns = self._columns()
             raise UsageError(f"{key!r} is not a column of these rows; columns: {', '.join(columns)} (or any value key)")
 
@@ -158,10 +164,10 @@ class Query:
         """SELECT of the matching rows with their identifying columns and sort keys (not ordered)."""
         art = artifacts.alias("art")
         cols = [nodes.c.id.label("node_id"), nodes.c.name, nodes.c.nonce, nodes.c.seq, nodes.c.status,
-                nodes.c.created, nodes.c.checkpoint]
+                nodes.c.created, nodes.c.checkpoint, nodes.c.config]
         if self.artifact_mode:
             cols += [art.c.id.label("artifact_id"), art.c.name.label("artifact"), art.c.version,
-                     art.c.filename, art.c.sha256, art.c.size]
+                     art.c.filename, art.c.sha256, art.c.size, art.c.provenance]
             stmt = select(*cols).select_from(nodes.join(art, art.c.node_id == nodes.c.id))
             if not self.all_versions:
                 newer = artifacts.alias("newer")
@@ -181,14 +187,16 @@ class Query:
             stmt = stmt.where(nodes.c.checkpoint.is_not(None))
         for key, op, value in self.conditions:
             column = self._column(key, art)
-            if column is None:
+            if config_keys.is_config_key(key):
+                stmt = stmt.where(value_test(config_keys.leaf_columns(key), op, value))
+            elif column is None:
                 stmt = stmt.where(value_condition(key, op, value))
             else:
                 stmt = stmt.where(column_condition(key, column, op, value))
         for i, (key, _) in enumerate(self.order):
             column = self._column(key, art)
             if column is None:
-                num, txt = value_sort_columns(key)
+                num, txt = config_keys.sort_columns(key) if config_keys.is_config_key(key) else value_sort_columns(key)
                 stmt = stmt.add_columns(num.label(f"sort{i}n"), txt.label(f"sort{i}t"))
             else:
                 stmt = stmt.add_columns(column.label(f"sort{i}"))
@@ -213,8 +221,15 @@ class Query:
         limit = self.count_limit if limit is None else limit
         return stmt.limit(limit) if limit is not None else stmt
 
+    def _config_keys(self, keys: list[str] | None) -> list[str]:
+        """The config keys rows carry: those asked for, then those filtered or sorted on."""
+        used = [*(keys or ()), *(k for k, _, _ in self.conditions), *(k for k, _ in self.order)]
+        return list(dict.fromkeys(k for k in used if config_keys.is_config_key(k)))
+
     def _rows(self, ordered: Select, keys: list[str] | None) -> list[dict]:
         """Run `ordered` (joined with folded values when wanted) as one statement and build row dicts."""
+        configs = self._config_keys(keys)
+        keys = [k for k in keys if not config_keys.is_config_key(k)] if keys is not None else None
         want_values = keys is None and not self.artifact_mode or bool(keys)
         if want_values:
             page = ordered.subquery("page")
@@ -237,6 +252,7 @@ class Query:
             if r.rank != last_rank:
                 last_rank = r.rank
                 out.append(self._row(r))
+                out[-1].update(config_keys.leaves(r.config, configs))
             if want_values and r.value_key is not None:
                 out[-1].setdefault(r.value_key, decode(r.kind, r.num, r.txt))
         return out
@@ -248,6 +264,7 @@ class Query:
             payload = Payload.stored(r.filename, self.store.blobs, r.sha256, r.size, what)
             row = {"node": node.address, "name": r.artifact, "version": r.version, "filename": r.filename,
                    "sha256": r.sha256, "size": r.size, "payload": payload,
+                   "provenance": json.loads(r.provenance) if r.provenance else None,
                    "node_name": r.name, "nonce": r.nonce, "seq": r.seq}
         else:
             row = {"node": node.address, "name": r.name, "nonce": r.nonce, "seq": r.seq, "status": r.status,

@@ -16,10 +16,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the table layout below; an older store is upgraded in place (store/migrate.py), a newer one refused.
 
-2: checkpoint file digests, one nonce per lineage, leases."""
+2: checkpoint file digests, one nonce per lineage, leases. 3: artifact provenance (a nullable column)."""
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -90,6 +90,7 @@ artifacts = Table(
     Column("sha256", String(64), nullable=False),
     Column("size", BigInteger, nullable=False),
     Column("created", Double, nullable=False),
+    Column("provenance", Text),  # JSON: what made this version (class, source file and hash, lenscope version)
     UniqueConstraint("node_id", "name", "version", name="uq_lenscope_artifacts_version"),
     Index("ix_lenscope_artifacts_name", "name"),
 )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import select
 
+from lenscope.store.config_keys import flatten
 from lenscope.store.reader import StoreReader
 from lenscope.store.schema import artifacts, nodes, records
 
@@ -31,3 +34,10 @@ def value_keys(reader: StoreReader) -> list[str]:
 def artifact_names(reader: StoreReader) -> list[str]:
     """Every artifact name on any node, sorted."""
     return _distinct(reader, artifacts.c.name)
+
+
+def config_keys(reader: StoreReader) -> list[str]:
+    """Every `config/...` leaf path of any node's config, sorted."""
+    with reader.read() as connection:
+        texts = connection.execute(select(nodes.c.config).distinct().where(nodes.c.config.is_not(None))).scalars()
+        return sorted({key for text in texts for key in flatten(json.loads(text))})

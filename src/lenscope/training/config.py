@@ -26,6 +26,10 @@ class TrainerConfig:
         "training/analyze_strict", default=False,
         help="a failing tandem analysis stops training instead of being recorded",
     )
+    analysis_other_class: bool = field(
+        "training/analysis_other_class", default=False,
+        help="let an analysis add a version to an artifact that another class wrote under the same NAME",
+    )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field(
         "optimization/warmup_steps", default=0, ge=0, help="linear warmup steps before the peak rate"
@@ -40,6 +44,11 @@ class TrainerConfig:
     validation_interval: int = field(
         "logging/validation_interval", default=500, ge=0,
         help="validate (and run tandem analyses) every N steps; 0 means never",
+    )
+    analysis_interval: int = field(
+        "logging/analysis_interval", default=0, ge=0,
+        help="run tandem analyses at the validations of every N-th step (a multiple of the validation interval); "
+             "0 means at every validation",
     )
     checkpoint_interval: int = field(
         "logging/checkpoint_interval", default=1000, ge=0,

@@ -105,13 +105,16 @@ class Lineage:
             with self.guard():
                 self.store.record(self.flush(), values)
 
-    def put_artifact(self, name: str, filename: str, content: bytes) -> None:
-        """Attach a file's exact bytes to the current node."""
+    def put_artifact(self, name: str, filename: str, content: bytes, *, provenance: Mapping | None = None,
+                     other_class: bool = False) -> None:
+        """Attach a file's exact bytes to the current node (with what made it, when given)."""
         if self.writer:
             with self.guard():
-                self.store.put_artifact(self.flush(), name, filename, content)
+                self.store.put_artifact(self.flush(), name, filename, content, provenance=provenance,
+                                        other_class=other_class)
 
-    def save(self, path: Path | str, name: str, content: bytes) -> Path:
+    def save(self, path: Path | str, name: str, content: bytes, *, provenance: Mapping | None = None,
+             other_class: bool = False) -> Path:
         """Write `content` to the file `path` and attach the same bytes as artifact `name`: both, or neither.
 
         The file is written to a temporary sibling, the artifact stored, then the file renamed into
@@ -125,7 +128,7 @@ class Lineage:
                 handle.write(content)
                 handle.flush()
                 os.fsync(handle.fileno())
-            self.put_artifact(name, path.name, content)
+            self.put_artifact(name, path.name, content, provenance=provenance, other_class=other_class)
         return path
 
     def checkpoint_dir(self) -> Path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import jax
@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 from ..capture.per_example import per_example
+from ..errors import UsageError
 from .interrupts import check as check_interrupt
 from .interrupts import shielded
 from .kinds import evaluating, stepping
@@ -27,6 +28,14 @@ def due(step: int, interval: int, *, last: bool = False) -> bool:
     return interval > 0 and (step % interval == 0 or last)
 
 
+class StopTraining(Exception):  # noqa: N818 (a signal, like StopIteration, not an error)
+    """Raised by a validation watcher to end training at this step as a finished run (e.g. a pruned sweep trial)."""
+
+
+ValidationWatcher = Callable[[int, Mapping[str, float]], None]
+"""Called with (step, validation values) after each validation; may raise StopTraining."""
+
+
 class TrainingLoop:
     """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
@@ -39,6 +48,12 @@ class TrainingLoop:
         self._eval_step = jax.jit(evaluating(self.eval_step))  # (params, model_state, batch)
         self._accumulate = jax.jit(lambda total, new: jax.tree_util.tree_map(jnp.add, total, new))
         self._whole_split_batches: dict[str, dict[str, jax.Array]] = {}
+        self._watchers: list[ValidationWatcher] = []
+        self.stopped: str | None = None  # why a watcher ended training early (StopTraining's message), else None
+
+    def watch_validation(self, watcher: ValidationWatcher) -> None:
+        """Call `watcher(step, values)` after each validation; a watcher raising StopTraining ends training there."""
+        self._watchers.append(watcher)
 
     # -- hooks ---------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -164,7 +179,11 @@ class TrainingLoop:
 
     def _train_steps(self) -> None:
         """The training loop proper; epoch hooks fire at each pass over the training split."""
-        self.setup()
+        self.setup(resume=False)  # not set up yet: a new lineage, branched from `base` if there is one
+        if not self.lineage.owner:
+            raise UsageError(f"{type(self).__name__} was set up attached to {self.lineage.node} (to inspect or "
+                             "analyze it), so it cannot train: call setup(resume=True) to continue that lineage or "
+                             "setup(resume=False) to branch from it, on a new trainer")
         per_epoch = self.data.num_batches("train")
         self._tandem.warm()
         args, start = self.args, int(self.state.step)
@@ -195,6 +214,8 @@ class TrainingLoop:
                     self.save_checkpoint()
                 if step % per_epoch == 0:
                     self.on_train_epoch_end(step // per_epoch - 1)
+        except StopTraining as stop:
+            self.stopped = str(stop) or "stopped"
         except KeyboardInterrupt:
             self._tandem.stop()  # finish or abandon the files being saved; start no more
             raise
@@ -216,11 +237,14 @@ class TrainingLoop:
         return metrics.means()
 
     def validate(self) -> dict[str, float]:
-        """Validation loss/metrics recorded on the current node, then tandem analyses."""
+        """Validation values recorded on the current node, then tandem analyses when `analysis_interval` is due."""
         values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
         self.lineage.record(values)
         self.on_validation_end(values)
-        self.run_tandem()
+        if due(int(self.state.step), self.args.analysis_interval or 1):
+            self.run_tandem()
+        for watcher in self._watchers:
+            watcher(int(self.state.step), values)
         return values
 
     def save_checkpoint(self) -> None:

@@ -222,14 +222,17 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         restored, self.restored_missing = restore_tree(state, saved)
         return restored
 
-    def setup(self, resume: bool = False, *, attach: bool = False) -> None:
+    def setup(self, resume: bool | None = None, *, attach: bool = False) -> None:
         """Choose the node (new, branch, resume `base`, or attach to it) and initialize or restore state; idempotent.
 
-        `attach` restores `base` and writes onto that node without owning it (no new node, no status
-        change): what running analyses on a checkpoint needs.
+        With a `base` and no choice made, `setup()` inspects it: restores `base` and attaches to that
+        node, writing nothing (no new node, no status change, no lease), as a notebook wants.
+        `attach` (the same, explicitly) lets analyses and `test()` record onto the node;
+        `resume=True` takes the lineage over; `resume=False` branches a new lineage from `base`.
         """
         if self.state is not None:
             return
+        attach = attach or (self.base is not None and resume is None)
         if self.base is None:
             state = self.initialized()
         else:
@@ -245,7 +248,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         self._initialized = None
         self.state = self.placement.place_state(state)
         try:
-            self.lineage = self._make_lineage(Mode.of(self.base, resume=resume, attach=attach))
+            self.lineage = self._make_lineage(Mode.of(self.base, resume=bool(resume), attach=attach))
         except BaseException:
             self.state = None  # no node taken (a bad selection, a lineage another job runs): setup() can retry
             raise
@@ -284,7 +287,13 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     # -- notebook Debugger (A10) ---------------------------------------------------
     def _debug_args(self, batch: Mapping[str, Any] | None, state: Any = None) -> tuple:
-        """(state, batch, key) for find/debug: this trainer's state, else `state`, else the initialized one."""
+        """(state, batch, key) for find/debug: this trainer's state, else `state`, else the initialized one.
+
+        A trainer given a `base` never falls back to initialized weights: it restores `base` first (setup()
+        inspects it, writing nothing), and a restore that fails raises here again.
+        """
+        if self.state is None and state is None and self.base is not None:
+            self.setup()
         state = self.state if self.state is not None else state if state is not None \
             else self.placement.place_state(self.initialized())
         batch = self.batch("validation" if "validation" in self.data.splits else "train", 0) if batch is None else batch

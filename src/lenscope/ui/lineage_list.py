@@ -6,6 +6,7 @@ list costs the same whether a lineage has ten nodes or a hundred thousand.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -14,6 +15,7 @@ from sqlalchemy import Connection, and_, func, select, true
 
 from lenscope.errors import LenscopeError
 from lenscope.store import Node, Store, StoreReader
+from lenscope.store.config_keys import flatten
 from lenscope.store.leases import stale
 from lenscope.store.schema import artifacts, edges, nodes, records
 from lenscope.store.values import Scalar, decode
@@ -40,6 +42,7 @@ class LineageRow:
     parents: tuple[str, ...] = ()
     branches: int = 0
     resumed: bool = False
+    config: dict[str, object] = field(default_factory=dict)  # the last node's config leaves, `config/...` keys
 
     @property
     def lineage(self) -> str:
@@ -83,6 +86,7 @@ def lineage_rows(store: StoreReader, keys: Sequence[str] | None = None,
             updated=r.updated, checkpoints=r.checkpoints, artifacts=counts.get(lineage, 0), error=r.error,
             values=latest.get(lineage, {}), parents=tuple(parents.get(lineage, ())),
             branches=branches.get(lineage, 0), resumed=lineage in resumed,
+            config=flatten(json.loads(r.config)) if r.config else {},
         ))
     return rows
 
@@ -104,7 +108,7 @@ def _summaries(connection: Connection, only: tuple[str, str] | None) -> list:
     )
     last = nodes.alias("last")
     stmt = (
-        select(agg, last.c.status, last.c.error)
+        select(agg, last.c.status, last.c.error, last.c.config)
         .join(last, and_(last.c.name == agg.c.name, last.c.nonce == agg.c.nonce, last.c.seq == agg.c.last_seq))
         .order_by(agg.c.created.desc(), agg.c.nonce)
     )

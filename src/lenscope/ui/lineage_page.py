@@ -88,3 +88,31 @@ def lineage_detail(store: StoreReader, lineage: tuple[str, str]) -> LineageDetai
     branches = [(Node(r.name, r.nonce, 0), Node(name, nonce, r.seq)) for r in branch_rows]
     return LineageDetail(list(stops.values()), dict(sorted(flipbooks.items())), branches)
 
+
+
+@dataclass(frozen=True)
+class Book:
+    """One figure's flip-book over the runs shown: one slider over every step any run has it at, one pane per run."""
+
+    name: str
+    steps: list[int]
+    panes: list[tuple[str, list[Frame | None]]]  # (run, its frame at each step: the latest at or before, or None)
+
+
+def side_by_side(labels: list[str], details: list[LineageDetail]) -> list[Book]:
+    """The flip-books of several runs, figure by figure, aligned on step so one slider moves them all."""
+    names = sorted({name for detail in details for name in detail.flipbooks})
+    books = []
+    for name in names:
+        steps = sorted({f.node.seq for detail in details for f in detail.flipbooks.get(name, [])})
+        panes = []
+        for label, detail in zip(labels, details):
+            frames, shown, at = detail.flipbooks.get(name, []), [], None
+            index = 0
+            for step in steps:
+                while index < len(frames) and frames[index].node.seq <= step:
+                    at, index = frames[index], index + 1
+                shown.append(at)
+            panes.append((label, shown))
+        books.append(Book(name, steps, panes))
+    return books

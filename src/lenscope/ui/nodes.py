@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ class ArtifactInfo:
     size: int
     created: float
     versions: tuple[int, ...] = ()
+    provenance: dict | None = None  # what made this version: class, source file and hash, lenscope version
 
 
 @dataclass
@@ -100,7 +102,8 @@ def _latest(rows: list) -> list[ArtifactInfo]:
 
 
 def _info(r, versions: tuple[int, ...]) -> ArtifactInfo:
-    return ArtifactInfo(r.name, r.version, r.filename, r.sha256, r.size, r.created, versions)
+    made = json.loads(r.provenance) if getattr(r, "provenance", None) else None
+    return ArtifactInfo(r.name, r.version, r.filename, r.sha256, r.size, r.created, versions, made)
 
 
 def artifact_info(store: StoreReader, node: Node, name: str, version: int | None = None) -> ArtifactInfo:

@@ -13,7 +13,7 @@ from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
-from lenscope.ui.lineage_page import lineage_detail
+from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
 from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_content, artifact_info, node_detail, parse_node
 from lenscope.ui.series import Curves, lineage_keys, load_curves
@@ -21,6 +21,7 @@ from lenscope.ui.svg import Line, chart
 from lenscope.ui.tables import TableError, preview
 
 DEFAULT_CURVES = 6
+DEFAULT_CONFIG_COLUMNS = 4
 MAX_COMPARED = 8
 MAX_PREVIEW = 256 << 20  # bytes of a table or text artifact the page reads to preview it
 STATUSES = ("running", "stale", "done", "failed")
@@ -53,21 +54,37 @@ def runs(request: Request) -> Response:
         rows = [r for r in rows if text.lower() in r.lineage.lower()]
     if status in STATUSES:
         rows = [r for r in rows if r.status == status]
+    all_config = sorted({k for row in rows for k in row.config})
+    configs = [k for k in params.getlist("cfg") if k in all_config] if "cfg" in params else differing(rows)
     sort, descending = params.get("sort", "created"), params.get("desc", "1" if "sort" not in params else "0") == "1"
     rows = _sorted(rows, sort, descending)
-    links = {column: _sort_link(params, column, sort, descending) for column in [*_COLUMNS, *keys]}
+    links = {column: _sort_link(params, column, sort, descending) for column in [*_COLUMNS, *keys, *configs]}
     return ui.page("runs.html", title="Runs", rows=rows, keys=keys, all_keys=all_keys, chosen=chosen, q=text,
+                   configs=configs, all_config=all_config,
                    status=status, statuses=STATUSES, sort=sort, descending=descending, links=links,
                    stamp=stamp(ui.store), stamp_url="/api/stamp")
 
 
+def differing(rows: list[LineageRow], most: int = DEFAULT_CONFIG_COLUMNS) -> list[str]:
+    """The config keys whose values differ between the runs listed (at most `most`): the default config columns."""
+    keys = sorted({k for row in rows for k in row.config})
+    missing = object()
+    return [k for k in keys if len({repr(r.config.get(k, missing)) for r in rows}) > 1][:most]
+
+
+def _value(row: LineageRow, key: str) -> Any:
+    return row.config.get(key) if key.startswith("config/") else row.values.get(key)
+
+
 def _sorted(rows: list[LineageRow], sort: str, descending: bool) -> list[LineageRow]:
-    """Rows ordered by a column or a metric key; rows without the metric (or a non-number) come last."""
+    """Rows ordered by a column, a metric or a config key; rows without it come last (text after numbers)."""
     if sort in _COLUMNS:
         return sorted(rows, key=lambda r: getattr(r, _COLUMNS[sort]), reverse=descending)
-    having = [r for r in rows if isinstance(r.values.get(sort), (int, float))]
-    rest = [r for r in rows if r not in having]
-    return sorted(having, key=lambda r: r.values[sort], reverse=descending) + rest
+    numbers = [r for r in rows if isinstance(_value(r, sort), (int, float))]
+    texts = [r for r in rows if isinstance(_value(r, sort), str)]
+    rest = [r for r in rows if r not in numbers and r not in texts]
+    return (sorted(numbers, key=lambda r: _value(r, sort), reverse=descending)
+            + sorted(texts, key=lambda r: _value(r, sort), reverse=descending) + rest)
 
 
 def _sort_link(params, column: str, sort: str, descending: bool) -> str:
@@ -117,8 +134,12 @@ def run(request: Request) -> Response:
     curves = [load_curves(ui.store, c.lineage, chosen) for c in drawn]
     charts = [chart(key, [Line(c.label, *curve.points[key], slot=c.slot) for c, curve in zip(drawn, curves)], log)
               for key in chosen]
-    return ui.page("run.html", title=f"{lineage[0]}@{lineage[1]}", row=summary[0], detail=lineage_detail(
-        ui.store, lineage), keys=keys, chosen=chosen, log=log, drawn=drawn, charts=charts, curves=curves,
+    rows = [summary[0], *(lineage_rows(ui.store, keys=[], only=c.lineage)[0] for c in drawn[1:])]
+    details = [lineage_detail(ui.store, c.lineage) for c in drawn]
+    config_diff = [(k, [r.config.get(k) for r in rows]) for k in differing(rows, most=10_000)] if others else []
+    return ui.page("run.html", title=f"{lineage[0]}@{lineage[1]}", row=summary[0], detail=details[0],
+        books=side_by_side([c.label for c in drawn], details), config_diff=config_diff,
+        keys=keys, chosen=chosen, log=log, drawn=drawn, charts=charts, curves=curves,
         others=[f"{n}@{x}" for n, x in known if (n, x) != lineage], compared=[c.label for c in drawn[1:]],
         stamp=stamp(ui.store, lineage), stamp_url=f"/api/stamp?{urlencode({'lineage': drawn[0].label})}")
 

@@ -14,16 +14,27 @@ function initThemeButton() {
 }
 
 function showFrame(book, index) {
-  var frames = book.querySelectorAll(".frames li");
-  var frame = frames[index];
-  if (!frame) { return; }
-  var img = book.querySelector("img.figure");
-  img.src = frame.dataset.src;
-  img.alt = book.dataset.name + " at step " + frame.dataset.seq;
-  book.querySelector(".frame-link").href = frame.dataset.node;
-  book.querySelector(".frame-label").textContent = "step " + frame.dataset.seq;
-  [index - 1, index + 1].forEach(function (near) {  // the next pictures are ready before the slider gets there
-    if (frames[near]) { (new Image()).src = frames[near].dataset.src; }
+  var steps = book.querySelectorAll(".steps li");
+  if (!steps[index]) { return; }
+  book.querySelector(".frame-label").textContent = "step " + steps[index].textContent;
+  book.querySelectorAll(".pane").forEach(function (pane) {  // one slider moves every run's pane to the same step
+    var frames = pane.querySelectorAll(".frames li");
+    var frame = frames[index];
+    var img = pane.querySelector("img.figure");
+    var label = pane.querySelector(".pane-step");
+    if (!frame || !frame.dataset.src) {
+      img.hidden = true;
+      if (label) { label.textContent = "no figure yet"; }
+      return;
+    }
+    img.hidden = false;
+    img.src = frame.dataset.src;
+    img.alt = book.dataset.name + " at step " + frame.dataset.seq;
+    pane.querySelector(".frame-link").href = frame.dataset.node;
+    if (label) { label.textContent = "step " + frame.dataset.seq; }
+    [index - 1, index + 1].forEach(function (near) {  // the next pictures are ready before the slider gets there
+      if (frames[near] && frames[near].dataset.src) { (new Image()).src = frames[near].dataset.src; }
+    });
   });
 }
 

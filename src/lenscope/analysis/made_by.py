@@ -1,0 +1,78 @@
+"""What an analysis leaves besides its file: the code that made it (provenance) and its JSON numbers as values (E2)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..version import VERSION
+
+MAX_VALUES = 256  # scalar leaves recorded per result; a bigger JSON result is data, not a handful of numbers
+PREFIX = "analysis"
+
+
+@functools.cache
+def provenance(cls: type) -> dict[str, Any]:
+    """The class's qualified name, its source file, the SHA-256 of its source and the lenscope version."""
+    made: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}", "lenscope": VERSION}
+    try:
+        file = inspect.getsourcefile(cls)
+    except TypeError:  # defined in an interactive session: no file to name
+        file = None
+    if file:
+        made["source_file"] = str(Path(file).resolve())
+    try:
+        source = inspect.getsource(cls).encode()
+    except (OSError, TypeError):
+        source = Path(file).read_bytes() if file and Path(file).is_file() else None
+    if source is not None:
+        made["source_sha256"] = hashlib.sha256(source).hexdigest()
+    return made
+
+
+def analysis_class(cls: type) -> type:
+    """The class that names the analysis (defines NAME), not a trainer it was combined with."""
+    return next((c for c in cls.__mro__ if "NAME" in c.__dict__), cls)
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON leaf as a value, or a marker that it is not a scalar (lists, dicts, non-finite floats are kept)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return _NOT
+
+
+_NOT = object()
+
+
+def json_values(name: str, output: Any, limit: int = MAX_VALUES) -> dict[str, Any]:
+    """`{"analysis/NAME/key/sub": leaf}` for the scalar leaves of a JSON result (nested dicts joined by `/`).
+
+    Lists are left out (their items are data, not named numbers); a result with more than `limit` scalar
+    leaves records none: it is a data set, read from its file.
+    """
+    if not isinstance(output, Mapping):
+        value = _scalar(output)
+        return {} if value is _NOT or isinstance(output, (list, tuple)) else {f"{PREFIX}/{name}": value}
+    out: dict[str, Any] = {}
+
+    def walk(tree: Mapping, path: str) -> None:
+        for key, value in tree.items():
+            here = f"{path}/{key}"
+            if isinstance(value, Mapping):
+                walk(value, here)
+                continue
+            leaf = _scalar(value)
+            if leaf is not _NOT:
+                out[here] = leaf
+
+    walk(output, f"{PREFIX}/{name}")
+    return out if len(out) <= limit else {}

@@ -1,0 +1,43 @@
+"""`lenscope export RUN ... --to tensorboard DIR | --to mlflow URI`: a run in the tools researchers already use."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ..errors import UsageError, hint
+from ..exports import read_run, to_mlflow, to_tensorboard
+from .commands import open_store
+from .diff import resolve_run
+
+TOOLS = ("tensorboard", "mlflow")
+
+
+def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.ArgumentParser]) -> None:
+    """The `export` subparser (`make(sub, name, help, description)` adds the shared options)."""
+    export = make(sub, "export", "export runs to TensorBoard event files or an MLflow tracking server",
+                  "Export each RUN (its lineage up to that node): to TensorBoard as an event file under "
+                  "DIR/NAME@NONCE (values as scalars by step, figures as images, the config as text), or to "
+                  "MLflow as one run per RUN (config as params, values as metrics by step, artifacts).")
+    export.add_argument("runs", nargs="+", metavar="RUN", help="a node NAME@NONCE:SEQ, or a run NAME@NONCE")
+    export.add_argument("--to", nargs=2, required=True, metavar=("TOOL", "WHERE"),
+                        help="tensorboard DIR, or mlflow TRACKING_URI (e.g. sqlite:///mlflow.db, http://host:5000)")
+    export.add_argument("--experiment", default="lenscope", metavar="NAME", help="MLflow experiment (default lenscope)")
+    export.set_defaults(handler=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export each run; prints one line per run: where it went."""
+    tool, where = args.to
+    if tool not in TOOLS:
+        raise UsageError(f"unknown --to {tool!r}{hint(tool, TOOLS)}; expected tensorboard DIR or mlflow URI")
+    with open_store(args.store) as store:
+        runs = [read_run(store, resolve_run(store, text)) for text in args.runs]  # every RUN checked first
+    for run in runs:
+        if tool == "tensorboard":
+            print(f"{run.node} -> {to_tensorboard(run, where)}")
+        else:
+            print(f"{run.node} -> mlflow run {to_mlflow(run, where, args.experiment)} ({where})")
+        sys.stdout.flush()
+    return 0

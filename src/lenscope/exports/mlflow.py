@@ -1,0 +1,54 @@
+"""`lenscope export RUN --to mlflow URI`: one MLflow run (params = config, metrics by step, artifacts)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ..errors import UsageError
+from .run import RunExport, numeric
+
+_BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics and 100 params a call
+_PARAMS = 100
+_PARAM_CHARS = 6000
+
+
+def _client(uri: str):
+    try:  # lazy: MLflow is an optional extra, loaded only to export
+        from mlflow.entities import Metric, Param  # lazy: optional extra
+        from mlflow.tracking import MlflowClient  # lazy: optional extra
+    except ImportError:
+        raise UsageError("--to mlflow needs MLflow: pip install 'lenscope[export]' (or pip install mlflow-skinny)") \
+            from None
+    return MlflowClient(tracking_uri=uri), Metric, Param
+
+
+def to_mlflow(run: RunExport, uri: str, experiment: str = "lenscope") -> str:
+    """Log `run` as a new MLflow run of `experiment` at tracking `uri`; returns the MLflow run id."""
+    client, Metric, Param = _client(uri)
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    made = client.create_run(experiment_id, run_name=run.run,
+                             tags={"lenscope.node": str(run.node), "lenscope.status": run.status})
+    run_id = made.info.run_id
+    try:
+        params = [Param(k.removeprefix("config/"), str(v)[:_PARAM_CHARS]) for k, v in run.config.items()]
+        for i in range(0, len(params), _PARAMS):
+            client.log_batch(run_id, params=params[i:i + _PARAMS])
+        metrics = [Metric(k, numeric(v), int(wall * 1000), step) for step, wall, values in run.scalars
+                   for k, v in values.items() if numeric(v) is not None]
+        for i in range(0, len(metrics), _BATCH):
+            client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
+        with tempfile.TemporaryDirectory(prefix="lenscope-export-") as tmp:
+            for artifact in run.artifacts:
+                folder = Path(tmp) / str(artifact.step)
+                folder.mkdir(exist_ok=True)
+                path = folder / artifact.filename
+                path.write_bytes(artifact.payload.content)
+                client.log_artifact(run_id, str(path), artifact_path=f"{artifact.step}/{artifact.name}")
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    if run.status in ("done", "failed"):  # a run still training stays RUNNING there too
+        client.set_terminated(run_id, status="FINISHED" if run.status == "done" else "FAILED")
+    return run_id

@@ -1,0 +1,71 @@
+"""`lenscope export RUN --to tensorboard DIR`: event files TensorBoard reads (scalars, figures as images, config)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from ..errors import UsageError
+from .run import RunExport, numeric
+
+
+def _tensorboard():
+    try:
+        # lazy: TensorBoard is an optional extra, loaded only to export
+        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter  # lazy: optional extra
+    except ImportError:
+        raise UsageError("--to tensorboard needs TensorBoard: pip install 'lenscope[export]' "
+                         "(or pip install tensorboard)") from None
+    return event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, EventFileWriter
+
+
+def _image(summary_pb2, content: bytes, filename: str):
+    """A Summary.Image of a stored figure: a PDF's first page rendered to PNG, or PNG bytes as they are."""
+    if filename.lower().endswith(".pdf"):
+        from ..ui.figures import render_pdf  # lazy: pypdfium2, only for a PDF figure
+
+        content = render_pdf(content, scale=1.5)
+    elif not filename.lower().endswith(".png"):
+        return None
+    from PIL import Image  # lazy: only for a figure to measure
+
+    width, height = Image.open(io.BytesIO(content)).size
+    return summary_pb2.Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=content)
+
+
+def to_tensorboard(run: RunExport, folder: str | Path) -> Path:
+    """Write `run` as one event file under folder/<name>@<nonce>/; returns that log folder."""
+    event_pb2, summary_pb2, tensor_pb2, shape_pb2, EventFileWriter = _tensorboard()
+    logdir = Path(folder) / run.run
+    logdir.mkdir(parents=True, exist_ok=True)
+    writer = EventFileWriter(str(logdir))
+    summary, event = summary_pb2.Summary, event_pb2.Event
+
+    def text(tag: str, body: str, step: int, wall: float) -> None:
+        tensor = tensor_pb2.TensorProto(dtype=7, string_val=[body.encode()],  # DT_STRING
+                                        tensor_shape=shape_pb2.TensorShapeProto(dim=[]))
+        meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
+        writer.add_event(event(wall_time=wall, step=step,
+                               summary=summary(value=[summary.Value(tag=tag, metadata=meta, tensor=tensor)])))
+
+    try:
+        start = run.scalars[0][1] if run.scalars else 0.0
+        table = "| key | value |\n|---|---|\n" + "\n".join(
+            f"| {k.removeprefix('config/')} | {json.dumps(v)} |" for k, v in run.config.items())
+        text("config", table, 0, start)
+        for step, wall, values in run.scalars:
+            metrics = [summary.Value(tag=k, simple_value=numeric(v)) for k, v in values.items()
+                       if numeric(v) is not None]
+            if metrics:
+                writer.add_event(event(wall_time=wall, step=step, summary=summary(value=metrics)))
+        walls = {step: wall for step, wall, _ in run.scalars}
+        for artifact in run.artifacts:
+            image = _image(summary_pb2, artifact.payload.content, artifact.filename)
+            if image is not None:
+                writer.add_event(event(wall_time=walls.get(artifact.step, start), step=artifact.step,
+                                       summary=summary(value=[summary.Value(tag=artifact.name, image=image)])))
+    finally:
+        writer.close()
+    return logdir

@@ -1,0 +1,111 @@
+"""Running a sweep's trials: each one a lenscope run of the job, reported to Optuna at validation cadence (E1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..runner import build_job, run_job
+from ..store import Node, Store
+from ..store.lineage_heads import values_up_to
+from ..training.loop import StopTraining
+from .study import SweepSpec, optuna
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One finished trial: its number, drawn params, final node, state and objective value."""
+
+    number: int
+    params: dict[str, Any]
+    node: Node
+    state: str  # "complete" or "pruned"
+    value: float | None
+
+
+class _Pruning:
+    """A validation watcher: reports the objective to the trial and stops training when Optuna prunes it."""
+
+    def __init__(self, trial: Any, key: str) -> None:
+        self.trial, self.key = trial, key
+
+    def __call__(self, step: int, values: Mapping[str, float]) -> None:
+        if self.key not in values:
+            return
+        self.trial.report(float(values[self.key]), step)
+        if self.trial.should_prune():
+            raise StopTraining(f"pruned at step {step}")
+
+
+def budget(spec: SweepSpec) -> int:
+    """How many trials the sweep runs in all: --trials, at most the grid's size for a grid search."""
+    if spec.sampler != "grid":
+        return spec.trials
+    size = 1
+    for param in spec.parsed():
+        size *= len(param.grid())
+    return min(spec.trials, size)
+
+
+def _describe(values: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
+def trial_objective(store: Store, spec: SweepSpec, study_name: str, done: list[Outcome],
+                    say: Callable[[str], None]) -> Callable[[Any], float]:
+    """The function Optuna optimizes: draw params, run the job on them, record the trial on its final node."""
+    module = optuna()
+    params, key = spec.parsed(), spec.key
+
+    def objective(trial: Any) -> float:
+        drawn = {p.path: p.suggest(trial) for p in params}
+        instance = build_job(spec.job, [*spec.sources, drawn], store=store)
+        instance.watch_validation(_Pruning(trial, key))
+        node = run_job(instance)
+        trial.set_user_attr("node", str(node))
+        value = values_up_to(store, node).get(key)
+        state = "pruned" if instance.stopped else "complete"
+        store.record(node, {"sweep/study": study_name, "sweep/trial": trial.number, "sweep/state": state,
+                            "sweep/worker": f"{socket.gethostname()}:{os.getpid()}",
+                            "sweep/objective": value if isinstance(value, (int, float)) else None})
+        done.append(Outcome(trial.number, drawn, node, state, value))
+        shown = f"{key} {value:.6g}" if isinstance(value, (int, float)) else f"no {key}"
+        say(f"trial {trial.number} {state}: {_describe(drawn)} -> {shown} ({instance.stopped or 'ran to the end'}) "
+            f"node {node}")
+        if instance.stopped:
+            raise module.TrialPruned(instance.stopped)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            recorded = ", ".join(sorted(values_up_to(store, node))) or "none"
+            raise UsageError(f"--objective {spec.objective}: trial {trial.number} (node {node}) recorded no number "
+                             f"under {key!r}; its value keys: {recorded}")
+        return float(value)
+
+    return objective
+
+
+def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], None] | None = None) -> list[Outcome]:
+    """Run trials of `study` until it holds its budget of trials (counting other workers'); this worker's outcomes."""
+    say = say or (lambda text: print(f"lenscope sweep: {text}", file=sys.stderr, flush=True))
+    done: list[Outcome] = []
+    objective = trial_objective(store, spec, study.study_name, done, say)
+    total = budget(spec)
+    state = optuna().trial.TrialState
+    begun = (state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)  # queued (WAITING) trials are still to run
+    while len(study.get_trials(deepcopy=False, states=begun)) < total:
+        study.optimize(objective, n_trials=1)
+    return done
+
+
+def best(study: Any) -> tuple[int, float, str] | None:
+    """(trial number, value, node) of the study's best completed trial, or None when none completed."""
+    module = optuna()
+    complete = study.get_trials(deepcopy=False, states=(module.trial.TrialState.COMPLETE,))
+    if not complete:
+        return None
+    trial = study.best_trial
+    return trial.number, trial.value, trial.user_attrs.get("node", "")
