@@ -260,6 +260,14 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         self.run_tandem()
         return values
 
+    def on_train_end(self) -> None:
+        """Store the feature dashboards on the last node (`sae/dashboards` latents per layer)."""
+        if self.args.dashboards > 0 and self.args.source:
+            from .dashboards import write_dashboards  # lazy: only a finished run with a model writes them
+
+            for layer in range(len(self.args.sites)):
+                write_dashboards(self, layer, self.args.dashboards)
+
     def cleanup(self) -> None:
         """As BaseTrainer's, and release the model trainer read for activations."""
         try:
