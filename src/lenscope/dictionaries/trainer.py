@@ -21,7 +21,7 @@ import optax
 
 from ..config import hydrate, to_dict
 from ..errors import UsageError
-from ..registry import jobs, resolve
+from ..job_registry import jobs, resolve
 from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.data import ArrayData
