@@ -23,7 +23,7 @@ __version__ = VERSION
 keep_old_names(__name__, {"registry": job_registry})
 
 if TYPE_CHECKING:
-    from . import ops
+    from . import dictionaries, ops
     from .analysis import AnalysisBase, plots
     from .analysis.batch import AnalysisBatch, AnalysisStore
     from .analysis.builtin import OpAnalysis
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .analysis.tables import load_table
     from .capture import CaptureError, DebugInputs
     from .config import field, hydrate, to_yaml
+    from .dictionaries import SaeConfig, SaeTrainer
     from .errors import ConfigError, JobError, LenscopeError, StoreError, UsageError
     from .job_registry import job, jobs, resolve
     from .runner import build_job, run_analyses, run_job
@@ -59,6 +60,8 @@ _EXPORTS = {
     "Payload": "lenscope.store",
     "Phase": "lenscope.training.phase",
     "Query": "lenscope.store",
+    "SaeConfig": "lenscope.dictionaries",
+    "SaeTrainer": "lenscope.dictionaries",
     "Store": "lenscope.store",
     "StoreError": "lenscope.errors",
     "TableConfig": "lenscope.analysis.table_mode",
@@ -78,7 +81,7 @@ _EXPORTS = {
     "run_job": "lenscope.runner",
     "to_yaml": "lenscope.config",
 }
-_MODULES = {"ops": "lenscope.ops", "plots": "lenscope.analysis.plots"}
+_MODULES = {"dictionaries": "lenscope.dictionaries", "ops": "lenscope.ops", "plots": "lenscope.analysis.plots"}
 
 __all__ = [
     "AnalysisBase",
@@ -98,6 +101,8 @@ __all__ = [
     "Payload",
     "Phase",
     "Query",
+    "SaeConfig",
+    "SaeTrainer",
     "Store",
     "StoreError",
     "TableConfig",
@@ -105,6 +110,7 @@ __all__ = [
     "TrainerConfig",
     "UsageError",
     "build_job",
+    "dictionaries",
     "execute_analysis_op",
     "execute_analysis_step",
     "field",
