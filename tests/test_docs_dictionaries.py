@@ -13,4 +13,4 @@ def test_dictionaries_docs_examples_run(tmp_path, capsys):
     assert "['eval/ce_loss_score', 'eval/ce_loss_with_ablation', 'eval/ce_loss_with_sae', " \
            "'eval/ce_loss_without_sae']\nTrue True\n" in out
     assert "2 True True\n" in out and "(158, 3, 128) True\nTrue\n" in out
-    assert "skip_transcoder True" in out
+    assert "transcoder True" in out

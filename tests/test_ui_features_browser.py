@@ -3,19 +3,18 @@ the dashboards, the list links to a page per feature with marked contexts, a his
 
 from __future__ import annotations
 
-import re
-import subprocess
-
 import pytest
-from conftest import TINY, lenscope_cmd
-from test_ui_browser import browser, page, shoot  # noqa: F401  (shared fixtures and the screenshot helper)
+from conftest import TINY
+
+# shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
+from test_ui_browser import browser, page, server, shoot  # noqa: F401
 
 from lenscope.runner import run_job
 from lenscope.store import Store
 
 
 @pytest.fixture(scope="module")
-def dictionary(tmp_path_factory):
+def trained(tmp_path_factory):
     """A grokking model and a TopK SAE on its MLP output with dashboards of 8 latents."""
     root = tmp_path_factory.mktemp("ui_features")
     model = run_job("grokking/train", TINY + [f"logging/results={root}/results"], store=root / "runs")
@@ -25,23 +24,8 @@ def dictionary(tmp_path_factory):
     return root, sae
 
 
-@pytest.fixture(scope="module")
-def server(dictionary):
-    root, _ = dictionary
-    process = subprocess.Popen(lenscope_cmd("ui", "--store", str(root / "runs"), "--port", "0"),
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        line = process.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found, line
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, dictionary, tmp_path):  # noqa: F811
-    root, sae = dictionary
+def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):  # noqa: F811
+    root, sae = trained
     page.goto(f"{server}node/{sae}")
     page.locator("p.dashboards a").click()
     rows = page.locator("table.features tbody tr")
