@@ -25,7 +25,7 @@ from lenscope.training.state import flat_paths
 
 SAE = ["sae/expansion=2", "sae/k=4", "training/steps=30", "training/batch_size=128", "optimization/lr=3e-3",
        "logging/validation_interval=30", "logging/checkpoint_interval=10", "logging/report_interval=10",
-       "sae/dead_window=5"]
+       "sae/dead_window=5", "sae/dashboards=0"]
 JOB = str(Path(__file__).parent / "jobs" / "slow_sae.py") + ":SlowSae"
 
 
