@@ -1,0 +1,134 @@
+"""Training losses of each architecture, as SAELens defines them, pure and vmappable over a stack of layers.
+
+Reconstruction: `mse_loss` = squared error summed over the output's features, averaged over tokens.
+Sparsity: standard (ReLU) adds `l1_coefficient * mean_t ||f(x) * ||W_dec rows|| ||_p`; JumpReLU adds
+`l0_coefficient * mean_t L0` through a straight-through step of the threshold (rectangle kernel of
+`bandwidth`); TopK and BatchTopK add the AuxK loss: the top `d_in // 2` pre-activations of dead latents
+reconstruct the live latents' residual, scaled by min(dead / (d_in // 2), 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .core import Dictionary, scatter
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The coefficients of the sparsity and auxiliary terms (static inside the compiled step)."""
+
+    l1_coefficient: float = 5.0  # standard
+    lp_norm: float = 1.0  # standard: the p of the sparsity norm
+    l0_coefficient: float = 1.0  # jumprelu
+    bandwidth: float = 0.05  # jumprelu: width of the straight-through rectangle
+    aux_coefficient: float = 1.0  # topk, batchtopk: the AuxK dead-latent loss
+
+
+def _rectangle(x: jax.Array) -> jax.Array:
+    return ((x > -0.5) & (x < 0.5)).astype(x.dtype)
+
+
+def _sum_to(grad: jax.Array, shape: tuple) -> jax.Array:
+    """A broadcast cotangent summed back to `shape` (the threshold's [d_sae])."""
+    return grad.reshape(-1, *shape).sum(0) if grad.shape != shape else grad
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def jumprelu(x: jax.Array, threshold: jax.Array, bandwidth: float) -> jax.Array:
+    """x where x > threshold, else 0; the threshold learns through a rectangle-kernel straight-through estimate."""
+    return x * (x > threshold)
+
+
+def _jumprelu_fwd(x, threshold, bandwidth):
+    return jumprelu(x, threshold, bandwidth), (x, threshold)
+
+
+def _jumprelu_bwd(bandwidth, saved, g):
+    x, threshold = saved
+    d_thr = -(threshold / bandwidth) * _rectangle((x - threshold) / bandwidth) * g
+    return (x > threshold) * g, _sum_to(d_thr, threshold.shape)
+
+
+jumprelu.defvjp(_jumprelu_fwd, _jumprelu_bwd)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def step(x: jax.Array, threshold: jax.Array, bandwidth: float) -> jax.Array:
+    """1 where x > threshold, else 0; the gradient reaches the threshold only (straight-through)."""
+    return (x > threshold).astype(x.dtype)
+
+
+def _step_fwd(x, threshold, bandwidth):
+    return step(x, threshold, bandwidth), (x, threshold)
+
+
+def _step_bwd(bandwidth, saved, g):
+    x, threshold = saved
+    d_thr = -(1.0 / bandwidth) * _rectangle((x - threshold) / bandwidth) * g
+    return jnp.zeros_like(x), _sum_to(d_thr, threshold.shape)
+
+
+step.defvjp(_step_fwd, _step_bwd)
+
+
+def batch_topk(pre: jax.Array, k: int) -> jax.Array:
+    """BatchTopK: of all ReLU'd pre-activations of the batch [tokens, d_sae], keep the k * tokens largest."""
+    acts = jax.nn.relu(pre)
+    flat = acts.reshape(-1)
+    values, indices = jax.lax.top_k(flat, k * (flat.shape[0] // pre.shape[-1]))
+    return scatter(values, indices, flat.shape[0]).reshape(acts.shape)
+
+
+def train_latents(d: Dictionary, pre: jax.Array, cfg: LossConfig) -> jax.Array:
+    """Latents during training: BatchTopK over the batch, JumpReLU with its straight-through threshold."""
+    arch = d.spec.architecture
+    if arch == "batchtopk":
+        return batch_topk(pre, d.spec.k)
+    if arch == "jumprelu":
+        return jumprelu(pre, jax.nn.relu(d.threshold), cfg.bandwidth)
+    return d.activate(pre)
+
+
+def auxk_loss(d: Dictionary, residual: jax.Array, pre: jax.Array, dead: jax.Array) -> jax.Array:
+    """AuxK: the top d_in // 2 dead pre-activations decode (without b_dec) the detached residual [tokens, d_out]."""
+    k_aux = d.spec.d_in // 2
+    dead_count = dead.sum()
+    values, indices = jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), min(k_aux, d.spec.d_sae))
+    values = jnp.where(jnp.isfinite(values), values, 0.0)  # fewer dead latents than k_aux: the rest add nothing
+    latents = scatter(values, indices, d.spec.d_sae)
+    if d.spec.rescale_acts_by_decoder_norm:
+        latents = latents / d.decoder_norms()
+    error = latents @ d.W_dec - jax.lax.stop_gradient(residual)
+    scale = jnp.minimum(dead_count / k_aux, 1.0)
+    return jnp.where(dead_count > 0, scale * jnp.mean(jnp.sum(error**2, axis=-1)), 0.0)
+
+
+def loss(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array, dead: jax.Array,
+         cfg: LossConfig) -> tuple[jax.Array, dict[str, Any]]:
+    """(total loss, {mse_loss, the sparsity or aux term, latents, output}) of one dictionary on x [tokens, d_in].
+
+    `target` is x for an SAE, the other activation for a transcoder; `coefficient` is the (warmed-up)
+    sparsity coefficient multiplier in [0, 1]; `dead` [d_sae] marks latents past the dead-latent window.
+    """
+    pre = d.hidden_pre(x)
+    latents = train_latents(d, pre, cfg)
+    out = d.decode(latents, x)
+    mse = jnp.mean(jnp.sum((out - target) ** 2, axis=-1))
+    arch = d.spec.architecture
+    if arch == "standard":
+        weighted = latents * d.decoder_norms()
+        sparsity = jnp.sum(jnp.abs(weighted) ** cfg.lp_norm, axis=-1) ** (1.0 / cfg.lp_norm)
+        terms = {"l1_loss": cfg.l1_coefficient * coefficient * jnp.mean(sparsity)}
+    elif arch == "jumprelu":
+        l0 = jnp.sum(step(pre, jax.nn.relu(d.threshold), cfg.bandwidth), axis=-1)
+        terms = {"l0_loss": cfg.l0_coefficient * coefficient * jnp.mean(l0)}
+    else:
+        terms = {"auxiliary_reconstruction_loss": cfg.aux_coefficient * auxk_loss(d, target - out, pre, dead)}
+    total = mse + sum(terms.values())
+    return total, {"mse_loss": mse, **terms, "latents": latents, "output": out}
