@@ -35,6 +35,7 @@ class AttributionGraph:
     logit_probabilities: np.ndarray  # [K]
     adjacency: np.ndarray  # [N, N], N = S + n_layers * n_pos + n_pos + K
     n_layers: int
+    logit_vectors: np.ndarray  # [K, d_model], the demeaned unembedding rows the logit nodes read
 
     @property
     def n_pos(self) -> int:
@@ -89,6 +90,13 @@ class Attributor:
             if not isinstance(transcoder, Transcoder):
                 raise UsageError(f"transcoder {index} ({type(transcoder).__name__}) lacks W_enc, W_dec, encode() "
                                  "or decode(); pass lenscope.dictionaries transcoders, one per layer")
+            if getattr(transcoder, "W_skip", None) is not None:
+                raise UsageError(f"transcoder {index} has a skip connection; attribution graphs support transcoders "
+                                 "without one (the skip path would need its own linear edge)")
+            spec = getattr(transcoder, "spec", None)
+            if getattr(spec, "rescale_acts_by_decoder_norm", False):
+                raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
+                                 "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
         self.model, self.transcoders = model, tuple(transcoders)
         self._setup = jax.jit(self._setup_fn, static_argnums=2)
         self._rows = jax.jit(self._rows_fn)
@@ -105,7 +113,7 @@ class Attributor:
         for layer, transcoder in enumerate(self.transcoders):
             a = transcoder.encode(clean.readout.mlp_in[layer]) * keep
             acts.append(a)
-            errors.append((clean.mlp_out[layer] - transcoder.decode(a)) * keep)
+            errors.append((clean.mlp_out[layer] - transcoder.decode(a)) * keep)  # no skip: refused at construction
         return (clean, tuple(acts), jnp.stack(errors), self.model.token_vectors(params, tokens),
                 self.model.unembedding(params))
 
@@ -202,4 +210,5 @@ class Attributor:
         adjacency[:budget] = edges[:budget]
         adjacency[size - n_logits:] = edges[budget:]
         return AttributionGraph(np.asarray(prepared.tokens), prepared.features, prepared.activations, selected,
-                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, n_layers)
+                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, n_layers,
+                                np.asarray(logit_vecs, np.float32))
