@@ -13,6 +13,7 @@ _OPS: dict[str, type | str] = {
     "activation_stats": "lenscope.analysis.builtin.activations:ActivationStats",
     "attention_patterns": "lenscope.analysis.builtin.attention:AttentionPatterns",
     "attribution_patching": "lenscope.analysis.builtin.patching:AttributionPatching",
+    "compute_attribution_graph": "lenscope.attribution.ops:ComputeAttributionGraph",
     "concept_direction": "lenscope.analysis.builtin.concept:ConceptDirection",
     "logit_lens": "lenscope.analysis.builtin.logit_lens:LogitLens",
     "steering": "lenscope.analysis.builtin.steering:Steering",

@@ -1,0 +1,146 @@
+"""compute_attribution_graph as a registered op: the graph of one prompt on the trainer's state, saved on the node
+as circuit-tracer's JSON graph file (artifact NAME, NAME.json) and a compact node table (NAME.parquet)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..analysis.builtin import OpAnalysis
+from ..analysis.table_run import table_artifact, write_parquet
+from ..errors import UsageError
+from .graph import Attributor, AttributionGraph
+from .influence import Pruned, graph_scores, prune
+from .reference import ReferenceTransformer
+from .schema import graph_json, node_table
+
+GRAPH_PARAMS: Mapping[str, Any] = {
+    "prompt": None, "example": 0, "inputs": "inputs", "transcoders": None, "max_n_logits": 10,
+    "desired_logit_prob": 0.95, "batch_size": 256, "max_feature_nodes": None, "node_threshold": 0.8,
+    "edge_threshold": 0.98, "skip_positions": 1, "update_interval": 4, "slug": None, "scan": "lenscope",
+}
+
+
+def replacement_model(trainer: Any) -> Any:
+    """The trainer's model as a ReplacementModel: its own `replacement_model()` if it has one, else the reference
+    Transformer view."""
+    own = getattr(trainer, "replacement_model", None)
+    return own() if callable(own) else ReferenceTransformer.of(trainer.model, trainer.module)
+
+
+def token_text(trainer: Any) -> Any:
+    """int -> str for token and logit labels: the trainer's `token_text`, its tokenizer's decode, else str."""
+    own = getattr(trainer, "token_text", None)
+    if callable(own):
+        return own
+    tokenizer = getattr(getattr(trainer, "model", None), "tokenizer", None)
+    if tokenizer is not None and hasattr(tokenizer, "decode"):
+        return lambda index: tokenizer.decode([int(index)])
+    return str
+
+
+class GraphOp(OpAnalysis):
+    """The shared part of the attribution ops: transcoders, the prompt, one Attributor reused across calls."""
+
+    def transcoders(self) -> Sequence[Any]:
+        """The per-layer transcoders: the `transcoders` param or analysis input, else the trainer's transcoders()."""
+        given = self.analysis_inputs.get("transcoders")
+        if given is None and callable(getattr(self, "attribution_transcoders", None)):
+            given = self.attribution_transcoders()
+        if given is None:
+            raise UsageError(f"{self.NAME} needs per-layer transcoders: pass transcoders=[...] (one lenscope "
+                             "Dictionary per layer) or define attribution_transcoders() on the trainer")
+        return list(given.values()) if isinstance(given, Mapping) else list(given)
+
+    def attributor(self) -> Attributor:
+        """One Attributor per transcoder set (its compiled programs reused by later calls)."""
+        transcoders = self.transcoders()
+        key = tuple(id(t) for t in transcoders)
+        cached = getattr(self, "_attributor", None)
+        if cached is None or cached[0] != key:
+            cached = self._attributor = (key, Attributor(replacement_model(self), transcoders))
+        return cached[1]
+
+    def prompt(self, batch: Mapping[str, Any]) -> np.ndarray:
+        """The prompt's token ids: the `prompt` param, else example `example` of the batch's `inputs` field."""
+        inputs = self.analysis_inputs
+        if inputs.get("prompt") is not None:
+            return np.asarray(inputs["prompt"], np.int32)
+        key = inputs["inputs"]
+        if key not in batch:
+            raise UsageError(f"{self.NAME}: the batch has no field {key!r} (fields: {', '.join(batch)}); "
+                             "set inputs=FIELD or pass prompt=[token ids]")
+        rows = np.asarray(batch[key])
+        example = int(inputs["example"])
+        if not 0 <= example < len(rows):
+            raise UsageError(f"{self.NAME}: example={example} is outside the batch of {len(rows)}")
+        return rows[example].astype(np.int32)
+
+
+def graph_results(graph: AttributionGraph, pruned: Pruned, scores: tuple[float, float]) -> dict[str, Any]:
+    """The op's in-memory results: the dense graph's arrays, the pruning masks and the two scores."""
+    return {"input_tokens": graph.input_tokens, "active_features": graph.active_features,
+            "activation_values": graph.activation_values, "selected_features": graph.selected_features,
+            "logit_targets": graph.logit_targets, "logit_probabilities": graph.logit_probabilities,
+            "adjacency": graph.adjacency, "logit_vectors": graph.logit_vectors, "node_mask": pruned.node_mask,
+            "edge_mask": pruned.edge_mask, "cumulative_influence": pruned.cumulative,
+            "n_layers": np.int64(graph.n_layers), "replacement_score": np.float64(scores[0]),
+            "completeness_score": np.float64(scores[1])}
+
+
+def graph_of(results: Mapping[str, Any]) -> tuple[AttributionGraph, Pruned]:
+    """The graph and pruning back from the op's results."""
+    graph = AttributionGraph(*(np.asarray(results[k]) for k in (
+        "input_tokens", "active_features", "activation_values", "selected_features", "logit_targets",
+        "logit_probabilities", "adjacency")), int(results["n_layers"]), np.asarray(results["logit_vectors"]))
+    return graph, Pruned(np.asarray(results["node_mask"]), np.asarray(results["edge_mask"]),
+                         np.asarray(results["cumulative_influence"]))
+
+
+class ComputeAttributionGraph(GraphOp):
+    """circuit-tracer's attribution graph of one prompt through per-layer transcoders (docs/attribution.md)."""
+
+    NAME = "compute_attribution_graph"
+    PARAMS: ClassVar[Mapping[str, Any]] = GRAPH_PARAMS
+
+    def compute(self, batch: Mapping[str, Any] | None = None, key: Any = None) -> dict[str, Any]:
+        """The dense graph, pruned, with its replacement and completeness scores (host loop, compiled rows)."""
+        p = self.analysis_inputs
+        batch = self.analysis_batch() if batch is None else batch
+        attributor = self.attributor()
+        graph = attributor.graph(
+            self.state.params, self.prompt(batch), max_n_logits=int(p["max_n_logits"]),
+            desired_logit_prob=float(p["desired_logit_prob"]), batch_size=int(p["batch_size"]),
+            max_feature_nodes=None if p["max_feature_nodes"] is None else int(p["max_feature_nodes"]),
+            skip_positions=int(p["skip_positions"]), update_interval=int(p["update_interval"]),
+            progress=self.is_writer)
+        pruned = prune(graph.adjacency, graph.logit_probabilities, graph.n_features, graph.n_pos,
+                       float(p["node_threshold"]), float(p["edge_threshold"]))
+        scores = graph_scores(graph.adjacency, graph.logit_probabilities, graph.n_features, graph.n_layers,
+                              graph.n_pos)
+        return graph_results(graph, pruned, scores)
+
+    def plot(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """The pruned graph as circuit-tracer's JSON graph file."""
+        graph, pruned = graph_of(results)
+        slug = self.analysis_inputs["slug"] or f"{self.NAME}-{str(self.node).replace('@', '-').replace(':', '-')}"
+        return graph_json(graph, pruned, token_text(self), slug=slug, scan=str(self.analysis_inputs["scan"]),
+                          node_threshold=float(self.analysis_inputs["node_threshold"]))
+
+    def publish(self, results: Any) -> Path | None:
+        """NAME.json (the graph file, artifact NAME), then NAME.parquet (the node table) beside it."""
+        path = super().publish(results)
+        if path is None:
+            return None
+        import datasets  # lazy: heavy, and only the table needs it
+
+        table = datasets.Dataset.from_dict(node_table(self.plot(results)))
+        folder = self.results_dir()
+        with tempfile.TemporaryDirectory(dir=folder, prefix=f".{self.NAME}.") as staging:
+            content = write_parquet(table, Path(staging) / f"{self.NAME}.parquet").read_bytes()
+        self.lineage.save(folder / f"{self.NAME}.parquet", table_artifact(self.NAME), content)
+        return path
