@@ -1,0 +1,11 @@
+"""Attribution graphs over per-layer transcoders, circuit-tracer's method in JAX (docs/attribution.md)."""
+
+from .graph import Attributor, AttributionGraph, select_logits
+from .influence import Pruned, graph_scores, prune, total_influence
+from .protocols import CleanPass, Readout, ReplacementModel, Transcoder
+from .reference import ReferenceTransformer
+from .verify import edge_errors
+
+__all__ = ["Attributor", "AttributionGraph", "CleanPass", "Pruned", "Readout", "ReferenceTransformer",
+           "ReplacementModel", "Transcoder", "edge_errors", "graph_scores", "prune", "select_logits",
+           "total_influence"]
