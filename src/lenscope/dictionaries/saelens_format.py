@@ -1,0 +1,106 @@
+"""SAELens' file format both ways: a folder with `cfg.json` and `sae_weights.safetensors` (no torch needed).
+
+Architectures map as SAELens names them: SAEs `standard`, `topk`, `jumprelu` (a BatchTopK dictionary is
+saved as the JumpReLU it acts as at inference, as SAELens does); transcoders `transcoder`,
+`skip_transcoder`, `jumprelu_transcoder`, `jumprelu_skip_transcoder`. SAELens stores `W_skip` as
+[d_out, d_in]; lenscope's is its transpose. Decoder-norm ranking is folded into the weights on save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UsageError, hint
+from ..files import atomic_path
+from .core import Dictionary, Spec
+
+CFG_FILENAME = "cfg.json"
+WEIGHTS_FILENAME = "sae_weights.safetensors"
+_TRANSCODERS = {"transcoder": ("standard", False), "skip_transcoder": ("standard", True),
+                "jumprelu_transcoder": ("jumprelu", False), "jumprelu_skip_transcoder": ("jumprelu", True)}
+_SAES = ("standard", "topk", "jumprelu")
+FORMAT_VERSION = "6.0.0"  # the cfg.json layout written (SAELens reads older layouts through a converter)
+_NORMALIZATIONS = ("none", "expected_average_only_in")  # the latter is folded into the weights when saved
+
+
+def saelens_architecture(spec: Spec) -> str:
+    """The SAELens architecture name a dictionary is saved under; a UsageError for one SAELens cannot hold."""
+    arch = "jumprelu" if spec.architecture == "batchtopk" else spec.architecture
+    if not spec.transcoder:
+        return arch
+    for name, (base, skip) in _TRANSCODERS.items():
+        if base == arch and skip == spec.skip:
+            return name
+    raise UsageError(f"SAELens has no {spec.architecture} transcoder; its transcoders are "
+                     f"{', '.join(_TRANSCODERS)} (ReLU or JumpReLU): train one of those to save it in its format")
+
+
+def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, Any] | None = None) -> Path:
+    """Write `d` as a SAELens folder (cfg.json + sae_weights.safetensors); returns the folder."""
+    from safetensors.numpy import save  # lazy: safetensors is needed only to read or write these files
+
+    arch = saelens_architecture(d.spec)
+    if d.spec.rescale_acts_by_decoder_norm:
+        d = d.fold_decoder_norms()
+    tensors = {"W_enc": d.W_enc, "b_enc": d.b_enc, "W_dec": d.W_dec, "b_dec": d.b_dec}
+    if arch.startswith("jumprelu"):
+        tensors["threshold"] = d.threshold
+    if d.W_skip is not None:
+        tensors["W_skip"] = jnp.swapaxes(d.W_skip, 0, 1)
+    tensors = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in tensors.items()}
+    cfg = {"architecture": arch, "d_in": d.spec.d_in, "d_sae": d.spec.d_sae, "dtype": "float32", "device": "cpu",
+           "apply_b_dec_to_input": d.spec.apply_b_dec_to_input, "normalize_activations": "none",
+           "reshape_activations": "none",
+           "metadata": {"sae_lens_version": FORMAT_VERSION, **(metadata or {})}}
+    if d.spec.transcoder:
+        cfg["d_out"] = d.spec.d_out
+    if arch == "topk":
+        cfg.update(k=d.spec.k, rescale_acts_by_decoder_norm=False)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in ((WEIGHTS_FILENAME, save(tensors)), (CFG_FILENAME, json.dumps(cfg, indent=2).encode())):
+        with atomic_path(folder / name) as tmp:
+            Path(tmp).write_bytes(content)
+    return folder
+
+
+def load_saelens(folder: str | os.PathLike) -> tuple[Dictionary, dict[str, Any]]:
+    """(Dictionary, its cfg.json) from a SAELens folder; unknown architectures and settings are refused by name."""
+    from safetensors.numpy import load_file  # lazy: safetensors is needed only to read or write these files
+
+    folder = Path(folder)
+    for name in (CFG_FILENAME, WEIGHTS_FILENAME):
+        if not (folder / name).is_file():
+            raise UsageError(f"{folder} is not a SAELens dictionary folder: it lacks {name} "
+                             f"(expected {CFG_FILENAME} and {WEIGHTS_FILENAME})")
+    cfg = json.loads((folder / CFG_FILENAME).read_text())
+    arch = cfg.get("architecture", "standard")
+    known = (*_SAES, *_TRANSCODERS)
+    if arch not in known:
+        raise UsageError(f"{folder}: SAELens architecture {arch!r} is not supported{hint(arch, known)}; "
+                         f"supported: {', '.join(known)}")
+    norm = cfg.get("normalize_activations", "none")
+    if norm not in _NORMALIZATIONS:
+        raise UsageError(f"{folder}: normalize_activations={norm!r} is not supported (a run-time normalization); "
+                         f"supported: {', '.join(_NORMALIZATIONS)}")
+    if cfg.get("reshape_activations", "none") != "none":
+        raise UsageError(f"{folder}: reshape_activations={cfg['reshape_activations']!r} is not supported; "
+                         "flatten the heads of hook_z activations before encoding and load a 'none' dictionary")
+    base, skip = _TRANSCODERS.get(arch, (arch, False))
+    transcoder = arch in _TRANSCODERS
+    spec = Spec(base, int(cfg["d_in"]), int(cfg["d_sae"]), d_out=int(cfg.get("d_out", 0)) if transcoder else 0,
+                k=int(cfg.get("k", 1)) if base == "topk" else 32, transcoder=transcoder, skip=skip,
+                apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
+                rescale_acts_by_decoder_norm=bool(cfg.get("rescale_acts_by_decoder_norm", False)))
+    tensors = {k: jnp.asarray(v, jnp.float32) for k, v in load_file(folder / WEIGHTS_FILENAME).items()}
+    if "log_threshold" in tensors:  # older JumpReLU files
+        tensors["threshold"] = jnp.exp(tensors.pop("log_threshold"))
+    if "W_skip" in tensors:
+        tensors["W_skip"] = jnp.swapaxes(tensors["W_skip"], 0, 1)
+    return Dictionary.of(spec, tensors), cfg

@@ -1,0 +1,270 @@
+"""SaeTrainer: a BaseTrainer whose model is a stack of dictionaries and whose data are a model node's activations.
+
+Its node's parent is the model node it explains (`lenscope run grokking/sae --base MODEL_NODE`), so the
+store answers which dictionaries explain a checkpoint; given one of its own nodes as base it resumes or
+branches like any job. Several sites train one dictionary each in one program (vmapped over a leading
+layer axis). The step is SAELens' (Adam, gradient clip, warm-up and decay, coefficient warm-up, dead-latent
+window); validation records SAELens' metrics as node values (docs/dictionaries.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from functools import cached_property, partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..config import hydrate, to_dict
+from ..errors import UsageError
+from ..registry import jobs, resolve
+from ..store import Node, Store
+from ..training import BaseTrainer
+from ..training.data import ArrayData
+from ..training.lineage import Lineage, Mode, open_lineage
+from ..training.state import TrainState
+from ..training.trainer import node_name, open_store
+from .activations import Activations, cached_activations, norm_scale
+from .config import SaeConfig
+from .core import Dictionary, Spec, init_params
+from .losses import LossConfig, loss
+from .stack import DictionaryStack, unscale
+
+
+class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
+    """Train sparse dictionaries on the activations of a model node (F1)."""
+
+    CONFIG = SaeConfig
+
+    def __init__(self, config: Any = None, *, base: Node | str | None = None,
+                 store: Store | str | os.PathLike | None = None) -> None:
+        """As BaseTrainer; a `base` that is not this job's node is the model to explain (`sae/source`)."""
+        if base is not None:
+            if not isinstance(store, Store):
+                url = self._peek_store_url(config)
+                store = open_store(store, url)
+            node = store.get(base).node
+            if node.name != node_name(type(self)):
+                source = {"sae": {"source": str(node)}}
+                config = (dataclasses.replace(config, source=str(node)) if isinstance(config, self.CONFIG)
+                          else [*self._sources(config), source])
+                base = None
+        self._model_trainer: Any = None
+        super().__init__(config, base=base, store=store)
+
+    def _peek_store_url(self, config: Any) -> str | None:
+        """The store/url the config names (the store must be open to tell a model node from one of ours)."""
+        if isinstance(config, self.CONFIG):
+            return config.store_url
+        return hydrate(self.CONFIG, *self._sources(config)).store_url
+
+    # -- the model explained and its activations -------------------------------------
+    @property
+    def source(self) -> Node:
+        """The model node this dictionary explains."""
+        if not self.args.source:
+            raise UsageError(f"{self.name} trains on a model's activations: give the model's node, "
+                             f"`lenscope run {self.name.replace('.', '/')} --base MODEL_NODE` (or sae/source=NODE)")
+        return self.store.get(self.args.source).node
+
+    def model_trainer(self) -> Any:
+        """The explained model's trainer, restored at the source node (attached: it writes nothing there)."""
+        if self._model_trainer is None:
+            node = self.source
+            job = self.args.model_job or next((name for name, cls in jobs().items() if node_name(cls) == node.name),
+                                              None)
+            if job is None:
+                raise UsageError(f"no registered job makes nodes named {node.name!r}; set sae/model_job to the "
+                                 f"model's job (a registered name, package.module:Class or file.py:Class)")
+            trainer = resolve(job)(None, base=node, store=self.store)
+            trainer.setup(attach=True)
+            self._model_trainer = trainer
+        return self._model_trainer
+
+    def _capture(self, split: str) -> Activations:
+        sites = list(self.args.sites) + list(self.args.targets or [])
+        return cached_activations(self.model_trainer(), sites, split, positions=self.args.positions)
+
+    @cached_property
+    def activations(self) -> dict[str, Activations]:
+        """The train and validation activations (captured once, cached on the model's node)."""
+        splits = self.model_trainer().data.splits
+        return {"train": self._capture(self.args.split),
+                "validation": self._capture("validation" if "validation" in splits else self.args.split)}
+
+    def _stacked(self, acts: Activations, names: list[str]) -> np.ndarray:
+        dims = {acts.sites[n].shape[-1] for n in names}
+        if len(dims) > 1:
+            raise UsageError(f"sites {', '.join(names)} differ in width {sorted(dims)}; dictionaries trained "
+                             "together (vmapped) need sites of one width: train them in separate jobs")
+        return np.stack([acts.sites[n] for n in names], axis=1)  # [tokens, layers, d]
+
+    @cached_property
+    def scales(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per layer the input and target scale factors (1 without normalization)."""
+        acts = self.activations["train"]
+        targets = list(self.args.targets or self.args.sites)
+        if self.args.normalize == "none":
+            ones = np.ones(len(self.args.sites), np.float32)
+            return ones, ones
+        return (np.asarray([norm_scale(acts.sites[s]) for s in self.args.sites], np.float32),
+                np.asarray([norm_scale(acts.sites[s]) for s in targets], np.float32))
+
+    @cached_property
+    def spec(self) -> Spec:
+        """The Spec shared by every layer's dictionary."""
+        a, acts = self.args, self.activations["train"]
+        if a.targets is not None and len(a.targets) != len(a.sites):
+            raise UsageError(f"sae/targets has {len(a.targets)} sites for {len(a.sites)} sae/sites; give one each")
+        d_in = self._stacked(acts, list(a.sites)).shape[-1]
+        d_out = self._stacked(acts, list(a.targets)).shape[-1] if a.targets else 0
+        return Spec(a.architecture, d_in, a.expansion * d_in, d_out=d_out, k=a.k, transcoder=a.targets is not None,
+                    skip=a.skip, rescale_acts_by_decoder_norm=a.rescale and a.architecture in ("topk", "batchtopk"))
+
+    @property
+    def loss_config(self) -> LossConfig:
+        """The loss coefficients from the config."""
+        a = self.args
+        return LossConfig(l1_coefficient=a.l1_coefficient, l0_coefficient=a.l0_coefficient, bandwidth=a.bandwidth,
+                          aux_coefficient=a.aux_coefficient)
+
+    # -- BaseTrainer's construction hooks ----------------------------------------------
+    def build_model(self) -> DictionaryStack:
+        """One dictionary per site, stacked."""
+        return DictionaryStack(self.spec, len(self.args.sites))
+
+    def build_schedule(self) -> optax.Schedule:
+        """SAELens' schedule: linear warm-up from lr / warmup_steps, constant, linear decay to 0 over decay_steps."""
+        a = self.args
+        parts, bounds = [], []
+        if a.warmup_steps > 0:
+            parts.append(optax.linear_schedule(a.lr / a.warmup_steps, a.lr, a.warmup_steps - 1))
+            bounds.append(a.warmup_steps)
+        parts.append(optax.constant_schedule(a.lr))
+        if a.decay_steps > 0:
+            parts.append(optax.linear_schedule(a.lr, 0.0, a.decay_steps))
+            bounds.append(max(a.steps - a.decay_steps, a.warmup_steps))
+        return optax.join_schedules(parts, bounds) if bounds else parts[0]
+
+    def build_optimizer(self) -> optax.GradientTransformation:
+        """Adam (SAELens' betas from optimization/b1, b2) after a global-norm gradient clip."""
+        a = self.args
+        adam = optax.adam(self.schedule, b1=a.b1, b2=a.b2)
+        return optax.chain(optax.clip_by_global_norm(a.grad_clip), adam) if a.grad_clip > 0 else adam
+
+    def build_data(self) -> ArrayData:
+        """Scaled activations as array splits; the train split is reshuffled each epoch from the seed."""
+        in_scale, out_scale = self.scales
+        splits = {}
+        for split, acts in self.activations.items():
+            arrays = {"inputs": self._stacked(acts, list(self.args.sites)) * in_scale[:, None]}
+            if self.args.targets:
+                arrays["targets"] = self._stacked(acts, list(self.args.targets)) * out_scale[:, None]
+            splits[split] = arrays
+        return ArrayData(splits, self.args.batch_size, self.args.seed)
+
+    def init_params(self, key: jax.Array) -> dict[str, jax.Array]:
+        """SAELens' initialization, one independent draw per layer."""
+        a = self.args
+        init = partial(init_params, spec=self.spec, decoder_init_norm=a.decoder_init_norm,
+                       init_threshold=a.init_threshold if a.architecture == "jumprelu" else 0.0)
+        return jax.vmap(lambda k: init(k))(jax.random.split(key, len(a.sites)))
+
+    def init_state(self, key: jax.Array) -> TrainState:
+        """Parameters, Adam state and the steps since each latent last fired (the dead-latent window)."""
+        init_key, state_key = jax.random.split(key)
+        params = self.init_params(init_key)
+        since = jnp.zeros((len(self.args.sites), self.spec.d_sae), jnp.int32)
+        return TrainState.create(params, self.optimizer.init(params), state_key, model_state={"since_fired": since})
+
+    def _make_lineage(self, mode: Mode) -> Lineage:
+        """A new dictionary's node is a child of the model node it explains."""
+        if mode is Mode.NEW and self.base is None:
+            return open_lineage(self.store, mode, self.source, name=self.name, config=to_dict(self.args),
+                                writer=self.is_writer)
+        return super()._make_lineage(mode)
+
+    # -- the step ----------------------------------------------------------------------
+    def dictionary(self, params: Any) -> Dictionary:
+        """The stacked Dictionary of a parameter tree (training space: scaled activations)."""
+        return Dictionary.of(self.spec, params)
+
+    def train_step(self, state: TrainState, batch: Any) -> tuple[TrainState, dict]:
+        """One SAELens step for every layer at once: loss, clipped Adam, dead-latent counters, BatchTopK threshold."""
+        a = self.args
+        x = batch["inputs"]
+        y = batch.get("targets", x)
+        coefficient = jnp.minimum(state.step / a.coefficient_warmup, 1.0) if a.coefficient_warmup else 1.0
+        dead = state.model_state["since_fired"] > a.dead_window
+        per_layer = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, 0))
+
+        def objective(params: Any) -> tuple[jax.Array, dict]:
+            totals, terms = per_layer(self.dictionary(params), x, y, jnp.float32(coefficient), dead)
+            return totals.sum(), terms
+
+        (total, terms), grads = jax.value_and_grad(objective, has_aux=True)(state.params)
+        if a.architecture == "batchtopk":  # its threshold follows an average, not the gradient
+            grads = {**grads, "threshold": jnp.zeros_like(grads["threshold"])}
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        latents = terms.pop("latents")  # [layers, tokens, d_sae]
+        terms.pop("output")
+        fired = jnp.any(latents != 0, axis=1)
+        since = jnp.where(fired, 0, state.model_state["since_fired"] + 1)
+        if a.architecture == "batchtopk":
+            params = {**params, "threshold": _threshold_ema(params["threshold"], latents, a.threshold_lr)}
+        metrics = {**{k: v.mean() for k, v in terms.items()}, "loss": total, "grad_norm": optax.tree.norm(grads),
+                   "lr": self.schedule(state.step), "l0": jnp.mean(jnp.sum(latents != 0, -1)),
+                   "dead_latents": jnp.sum(dead) / dead.shape[0], "coefficient": jnp.float32(coefficient)}
+        state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                              model_state={"since_fired": since})
+        return state, metrics
+
+    def eval_step(self, params: Any, batch: Any) -> dict:
+        """The training objective of a validation batch (no dead latents, full coefficients), summed over layers."""
+        x = batch["inputs"]
+        y = batch.get("targets", x)
+        dead = jnp.zeros((len(self.args.sites), self.spec.d_sae), bool)
+        totals, terms = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, 0))(
+            self.dictionary(params), x, y, jnp.float32(1.0), dead)
+        return {"loss": totals.sum(), "mse_loss": terms["mse_loss"].mean()}
+
+    # -- inference-space dictionaries ---------------------------------------------------
+    def dictionaries(self, params: Any = None) -> list[Dictionary]:
+        """Each layer's dictionary on the model's own (unscaled) activations, decoder norms folded when ranked."""
+        params = self.state.params if params is None else params
+        in_scale, out_scale = self.scales
+        return [unscale(Dictionary.of(self.spec, jax.tree_util.tree_map(lambda v, i=i: v[i], params)),
+                        float(in_scale[i]), float(out_scale[i])) for i in range(len(self.args.sites))]
+
+    def validate(self) -> dict[str, float]:
+        """SAELens' metrics of every layer recorded on the current node, then the tandem analyses."""
+        from .validation import validation_values  # lazy: the evaluation programs are built on first use
+
+        values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
+        values.update(validation_values(self))
+        self.lineage.record(values)
+        self.on_validation_end(values)
+        self.run_tandem()
+        return values
+
+    def cleanup(self) -> None:
+        """As BaseTrainer's, and release the model trainer read for activations."""
+        try:
+            super().cleanup()
+        finally:
+            if self._model_trainer is not None:
+                trainer, self._model_trainer = self._model_trainer, None
+                trainer.cleanup()
+
+
+def _threshold_ema(threshold: jax.Array, latents: jax.Array, rate: float) -> jax.Array:
+    """SAELens' BatchTopK threshold: per layer, an EMA of the smallest positive latent of the batch."""
+    smallest = jnp.min(jnp.where(latents > 0, latents, jnp.inf), axis=(1, 2))  # [layers]
+    moved = (1 - rate) * threshold + rate * smallest[:, None]
+    return jnp.where(jnp.isfinite(smallest)[:, None], moved, threshold)
+
