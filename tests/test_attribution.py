@@ -8,7 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -100,7 +99,8 @@ def test_pruning_keeps_tokens_and_logits(setup):
     pruned = prune(graph.adjacency, graph.logit_probabilities, graph.n_features, graph.n_pos)
     tail = len(graph.logit_targets) + graph.n_pos
     assert pruned.node_mask[-tail:].all() and 0 < pruned.node_mask[:-tail].sum() < graph.adjacency.shape[0] - tail
-    assert not pruned.edge_mask[~pruned.node_mask].any() or True  # dead ends are dropped with their nodes
+    inner = ~pruned.node_mask[:-tail]  # a dropped feature or error node: no kept edge leaves it
+    assert not pruned.edge_mask[:, :-tail][:, inner].any()
     with pytest.raises(UsageError, match="node_threshold must be a fraction"):
         prune(graph.adjacency, graph.logit_probabilities, graph.n_features, graph.n_pos, node_threshold=1.5)
 

@@ -1,6 +1,6 @@
 """Attribution graphs over per-layer transcoders, circuit-tracer's method in JAX (docs/attribution.md)."""
 
-from .graph import Attributor, AttributionGraph, select_logits
+from .graph import AttributionGraph, Attributor, select_logits
 from .influence import Pruned, graph_scores, prune, total_influence
 from .protocols import CleanPass, Readout, ReplacementModel, Transcoder
 from .reference import ReferenceTransformer

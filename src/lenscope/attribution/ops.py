@@ -13,7 +13,7 @@ import numpy as np
 from ..analysis.builtin import OpAnalysis
 from ..analysis.table_run import table_artifact, write_parquet
 from ..errors import UsageError
-from .graph import Attributor, AttributionGraph
+from .graph import AttributionGraph, Attributor
 from .influence import Pruned, graph_scores, prune
 from .reference import ReferenceTransformer
 from .schema import graph_json, node_table

@@ -59,7 +59,8 @@ class ReferenceTransformer:
     @classmethod
     def of(cls, model: Any, bound: Callable[[Any], Any]) -> ReferenceTransformer:
         """The view of a reference Transformer definition `model` (linen fields, or NNX/Equinox attributes)."""
-        if not all(hasattr(model, name) for name in ("embed", "pos_embed", "unembed")) and not hasattr(model, "n_layers"):
+        parts = ("embed", "pos_embed", "unembed")
+        if not hasattr(model, "n_layers") and not all(hasattr(model, name) for name in parts):
             raise UsageError(f"{type(model).__name__} is not a lenscope reference Transformer; attribution graphs "
                              "need a ReplacementModel adapter for it (lenscope.attribution.protocols)")
         if hasattr(model, "n_layers"):  # a linen definition: its submodules exist only once bound

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .graph import Attributor, AttributionGraph, Prepared
+from .graph import AttributionGraph, Attributor, Prepared
 
 
 def source_deltas(prepared: Prepared, graph: AttributionGraph, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
