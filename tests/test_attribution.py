@@ -149,3 +149,35 @@ def test_the_op_saves_the_graph_file_and_node_table(grok):
     table = lenscope.load_table(store, entry.node, "compute_attribution_graph")
     assert table.num_rows == len(document["nodes"])
     assert sum(len(w) for w in table["weights"]) == len(document["links"])
+
+
+def test_the_pipeline_composes_through_input_store(grok):
+    trainer, tcs = grok
+    graph = lenscope.ops.compute_attribution_graph(trainer, transcoders=tcs, skip_positions=0, example=1)
+    out = trainer.run_analysis(
+        lenscope.AnalysisCfg(analysis="compute_attribution_graph",
+                             params={"transcoders": tcs, "skip_positions": 0, "example": 1}),
+        lenscope.AnalysisCfg(analysis="graph_node_influence", input_store="compute_attribution_graph"),
+        lenscope.AnalysisCfg(analysis="extract_top_features", input_store="graph_node_influence",
+                             params={"top_k": 4}),
+        lenscope.AnalysisCfg(analysis="feature_intervention_forward", input_store="extract_top_features",
+                             params={"transcoders": tcs, "skip_positions": 0, "example": 1}))
+    influence, top, moved = (out[name] for name in ("graph_node_influence", "extract_top_features",
+                                                    "feature_intervention_forward"))
+    assert np.all(np.diff(influence["influence"]) <= 0) and len(top["feature"]) == 4
+    assert (out.entry("feature_intervention_forward").artifacts
+            == ("feature_intervention_forward.parquet",))
+    # one layer, no LayerNorm: ablating a last-position feature moves the top logit node by minus its edge
+    g, _ = graph_of(graph)
+    logits = trainer.module(trainer.state.params)(jnp.asarray(g.input_tokens)[None])[0, -1]
+    assert g.logit_targets[0] == int(np.argmax(logits)) == moved["top_token"][0]
+    for layer, pos, feat, change in zip(top["layer"], top["ctx_idx"], top["feature"],
+                                        moved["demeaned_top_logit_change"]):
+        column = next(i for i, s in enumerate(g.selected_features)
+                      if tuple(g.active_features[s]) == (layer, pos, feat))
+        assert pos == g.n_pos - 1
+        assert change == pytest.approx(-g.adjacency[-len(g.logit_targets), column], abs=ATOL)
+    same = lenscope.ops.feature_intervention_forward(trainer, transcoders=tcs, skip_positions=0, example=1,
+                                                     features=[tuple(top[k][0] for k in ("layer", "ctx_idx",
+                                                                                          "feature"))], scale=1.0)
+    assert same["max_abs_logit_change"][0] == 0.0  # scale 1 changes nothing

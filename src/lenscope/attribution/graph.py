@@ -100,6 +100,7 @@ class Attributor:
         self.model, self.transcoders = model, tuple(transcoders)
         self._setup = jax.jit(self._setup_fn, static_argnums=2)
         self._rows = jax.jit(self._rows_fn)
+        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)))
 
     @property
     def compilations(self) -> int:
@@ -120,6 +121,10 @@ class Attributor:
     def _rows_fn(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, sources: Sources,
                  targets: Targets) -> Array:
         return attribution_rows(self.model, params, tokens, frozen, mlp_out, sources, targets)
+
+    def intervened(self, params: Any, tokens: Any, mlp_deltas: Array) -> Array:
+        """Logits [B, n_pos, n_out] of the ordinary forward with each of a batch of MLP-output deltas."""
+        return self._intervened(params, jnp.asarray(tokens, jnp.int32), mlp_deltas)
 
     def prepare(self, params: Any, tokens: Any, skip_positions: int = 1) -> Prepared:
         """The clean forward on tokens [n_pos]: frozen values, active features (none in the first `skip_positions`

@@ -43,6 +43,30 @@ def token_text(trainer: Any) -> Any:
     return str
 
 
+class TableOp(OpAnalysis):
+    """An op whose results are also a table, NAME.parquet on the node (the next op's `input_store`)."""
+
+    def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The columns to save (default: the results themselves, each one value per row)."""
+        return results
+
+    def publish(self, results: Any) -> Path | None:
+        """plot()'s file if any (artifact NAME), then NAME.parquet (artifact NAME.parquet) with the table."""
+        if not self.is_writer:
+            return None
+        super().publish(results)
+        import datasets  # lazy: heavy, and only tables need it
+
+        columns = {name: list(np.asarray(value).tolist()) if isinstance(value, np.ndarray) else list(value)
+                   for name, value in self.table(results).items()}
+        folder = self.results_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder, prefix=f".{self.NAME}.") as staging:
+            content = write_parquet(datasets.Dataset.from_dict(columns), Path(staging) / f"{self.NAME}.parquet")
+            data = content.read_bytes()
+        return self.lineage.save(folder / f"{self.NAME}.parquet", table_artifact(self.NAME), data)
+
+
 class GraphOp(OpAnalysis):
     """The shared part of the attribution ops: transcoders, the prompt, one Attributor reused across calls."""
 
@@ -101,7 +125,7 @@ def graph_of(results: Mapping[str, Any]) -> tuple[AttributionGraph, Pruned]:
                          np.asarray(results["cumulative_influence"]))
 
 
-class ComputeAttributionGraph(GraphOp):
+class ComputeAttributionGraph(GraphOp, TableOp):
     """circuit-tracer's attribution graph of one prompt through per-layer transcoders (docs/attribution.md)."""
 
     NAME = "compute_attribution_graph"
@@ -131,16 +155,6 @@ class ComputeAttributionGraph(GraphOp):
         return graph_json(graph, pruned, token_text(self), slug=slug, scan=str(self.analysis_inputs["scan"]),
                           node_threshold=float(self.analysis_inputs["node_threshold"]))
 
-    def publish(self, results: Any) -> Path | None:
-        """NAME.json (the graph file, artifact NAME), then NAME.parquet (the node table) beside it."""
-        path = super().publish(results)
-        if path is None:
-            return None
-        import datasets  # lazy: heavy, and only the table needs it
-
-        table = datasets.Dataset.from_dict(node_table(self.plot(results)))
-        folder = self.results_dir()
-        with tempfile.TemporaryDirectory(dir=folder, prefix=f".{self.NAME}.") as staging:
-            content = write_parquet(table, Path(staging) / f"{self.NAME}.parquet").read_bytes()
-        self.lineage.save(folder / f"{self.NAME}.parquet", table_artifact(self.NAME), content)
-        return path
+    def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The compact node table of the graph file (one row per kept node, with its incoming edges)."""
+        return node_table(self.plot(results))

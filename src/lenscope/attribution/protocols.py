@@ -58,6 +58,11 @@ class ReplacementModel(Protocol):
         `embed_delta` [n_pos, d_model] added to the token embeddings."""
         ...
 
+    def intervened(self, params: Any, tokens: Array, mlp_delta: Array) -> Array:
+        """The ordinary forward (nothing frozen) with `mlp_delta` [n_layers, n_pos, d_model] added to the MLP
+        outputs; the logits [n_pos, n_out]."""
+        ...
+
     def token_vectors(self, params: Any, tokens: Array) -> Array:
         """The token embeddings [n_pos, d_model] (the token nodes' vectors; positional embeddings excluded)."""
         ...

@@ -116,6 +116,10 @@ class ReferenceTransformer:
         readout, _, _, _ = self._run(params, tokens, record, jax.lax.stop_gradient(mlp_out), embed_delta, mlp_delta)
         return readout
 
+    def intervened(self, params: Any, tokens: Array, mlp_delta: Array) -> Array:
+        """The ordinary forward with `mlp_delta` added to every MLP's output; the logits."""
+        return self._run(params, tokens, None, None, None, mlp_delta)[2]
+
     def token_vectors(self, params: Any, tokens: Array) -> Array:
         """The token embeddings [n_pos, d_model]."""
         return self.bound(params).embed(tokens[None])[0]

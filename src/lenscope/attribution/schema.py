@@ -92,17 +92,29 @@ def graph_json(graph: AttributionGraph, pruned: Pruned, token_text: TokenText, *
     }
 
 
+def node_index(node: dict[str, Any]) -> int:
+    """A node's own index: the transcoder feature of a feature node, the token or output id of a token or logit
+    node, -1 for an error node (read back from circuit-tracer's node id)."""
+    kind, parts = node["feature_type"], node["node_id"].split("_")
+    if kind in ("cross layer transcoder", "embedding", "logit"):
+        return int(parts[1])
+    return -1
+
+
 def node_table(document: dict[str, Any]) -> dict[str, list]:
-    """The compact table of a graph file: one row per kept node with its incoming kept edges (columns of lists)."""
+    """The compact table of a graph file: one row per kept node (`index`: see node_index) with its incoming kept
+    edges (`sources`, `weights`: lists)."""
     incoming: dict[str, list[tuple[str, float]]] = {}
     for link in document["links"]:
         incoming.setdefault(link["target"], []).append((link["source"], link["weight"]))
-    columns: dict[str, list] = {name: [] for name in ("node_id", "feature_type", "layer", "ctx_idx", "feature",
-                                                      "activation", "influence", "token_prob", "sources", "weights")}
+    names = ("node_id", "feature_type", "layer", "ctx_idx", "feature", "index", "activation", "influence",
+             "token_prob", "sources", "weights")
+    columns: dict[str, list] = {name: [] for name in names}
     for node in document["nodes"]:
         edges = incoming.get(node["node_id"], [])
         for name in ("node_id", "feature_type", "layer", "ctx_idx", "feature", "token_prob"):
             columns[name].append(node[name])
+        columns["index"].append(node_index(node))
         columns["activation"].append(np.nan if node["activation"] is None else node["activation"])
         columns["influence"].append(np.nan if node["influence"] is None else node["influence"])
         columns["sources"].append([s for s, _ in edges])
