@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..analysis.builtin import OpAnalysis
-from ..analysis.table_run import table_artifact, write_parquet
+from ..analysis.table_mode import table_artifact, write_parquet
 from ..errors import UsageError
 from .graph import AttributionGraph, Attributor
 from .influence import Pruned, graph_scores, prune
