@@ -13,6 +13,8 @@ import numpy as np
 from ..analysis.builtin import OpAnalysis
 from ..analysis.table_mode import table_artifact, write_parquet
 from ..errors import UsageError
+from ..models.pretrained import Decoder
+from .decoder import DecoderReplacement
 from .graph import AttributionGraph, Attributor
 from .influence import Pruned, graph_scores, prune
 from .reference import ReferenceTransformer
@@ -29,7 +31,11 @@ def replacement_model(trainer: Any) -> Any:
     """The trainer's model as a ReplacementModel: its own `replacement_model()` if it has one, else the reference
     Transformer view."""
     own = getattr(trainer, "replacement_model", None)
-    return own() if callable(own) else ReferenceTransformer.of(trainer.model, trainer.module)
+    if callable(own):
+        return own()
+    if isinstance(trainer.model, Decoder):
+        return DecoderReplacement.of(trainer.model, trainer.module)
+    return ReferenceTransformer.of(trainer.model, trainer.module)
 
 
 def token_text(trainer: Any) -> Any:
