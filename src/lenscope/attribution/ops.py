@@ -3,6 +3,7 @@ as circuit-tracer's JSON graph file (artifact NAME, NAME.json) and a compact nod
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from .graph import AttributionGraph, Attributor
 from .influence import Pruned, graph_scores, prune
 from .reference import ReferenceTransformer
 from .schema import graph_json, node_table
+from .sources import load_transcoders
 
 GRAPH_PARAMS: Mapping[str, Any] = {
     "prompt": None, "example": 0, "inputs": "inputs", "transcoders": None, "max_n_logits": 10,
@@ -84,15 +86,15 @@ class GraphOp(OpAnalysis):
         if given is None:
             raise UsageError(f"{self.NAME} needs per-layer transcoders: pass transcoders=[...] (one lenscope "
                              "Dictionary per layer) or define attribution_transcoders() on the trainer")
-        return list(given.values()) if isinstance(given, Mapping) else list(given)
+        return load_transcoders(given, self.store)
 
     def attributor(self) -> Attributor:
-        """One Attributor per transcoder set (its compiled programs reused by later calls)."""
-        transcoders = self.transcoders()
-        key = tuple(id(t) for t in transcoders)
+        """One Attributor per transcoder setting (its compiled programs reused by later calls)."""
+        given = self.analysis_inputs.get("transcoders")
+        key = repr(given) if isinstance(given, (str, os.PathLike)) else id(given)
         cached = getattr(self, "_attributor", None)
         if cached is None or cached[0] != key:
-            cached = self._attributor = (key, Attributor(replacement_model(self), transcoders))
+            cached = self._attributor = (key, Attributor(replacement_model(self), self.transcoders()))
         return cached[1]
 
     def prompt(self, batch: Mapping[str, Any]) -> np.ndarray:
