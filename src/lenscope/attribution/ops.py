@@ -41,10 +41,14 @@ def replacement_model(trainer: Any) -> Any:
 
 
 def token_text(trainer: Any) -> Any:
-    """int -> str for token and logit labels: the trainer's `token_text`, its tokenizer's decode, else str."""
+    """int -> str for token and logit labels: the trainer's `token_text` or `token_strings`, its tokenizer's
+    decode, else str."""
     own = getattr(trainer, "token_text", None)
     if callable(own):
         return own
+    strings = getattr(trainer, "token_strings", None)
+    if callable(strings):
+        return lambda index: str(strings(np.asarray([int(index)]))[0])
     tokenizer = getattr(getattr(trainer, "model", None), "tokenizer", None)
     if tokenizer is not None and hasattr(tokenizer, "decode"):
         return lambda index: tokenizer.decode([int(index)])
@@ -160,7 +164,9 @@ class ComputeAttributionGraph(GraphOp, TableOp):
         """The pruned graph as circuit-tracer's JSON graph file."""
         graph, pruned = graph_of(results)
         slug = self.analysis_inputs["slug"] or f"{self.NAME}-{str(self.node).replace('@', '-').replace(':', '-')}"
-        return graph_json(graph, pruned, token_text(self), slug=slug, scan=str(self.analysis_inputs["scan"]),
+        given = self.analysis_inputs.get("transcoders")
+        scan = given if isinstance(given, str) and "@" in given else str(self.analysis_inputs["scan"])
+        return graph_json(graph, pruned, token_text(self), slug=slug, scan=scan,
                           node_threshold=float(self.analysis_inputs["node_threshold"]))
 
     def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -164,6 +164,7 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None) -> Starle
         Route("/run/{lineage}", pages.run),
         Route("/node/{address}", pages.node),
         Route("/view/{address}/{name:path}", pages.view),
+        Route("/graph/{address}/{name:path}", pages.graph),
         Route("/artifact/{address}/{name:path}", downloads.artifact),
         Route("/png/{address}/{name:path}", downloads.png),
         Route("/api/runs", downloads.api_runs),
