@@ -180,3 +180,19 @@ def test_bad_specs_are_refused_with_the_choices():
         Spec("standard", 4, 8, d_out=3)
     with pytest.raises(ConfigError, match="k=9 exceeds d_sae=8"):
         Spec("topk", 4, 8, k=9)
+
+
+def test_topk_gather_path_has_the_dense_gradients():
+    """TopK trains through gathered encoder columns and decoder rows; its gradients are the dense computation's."""
+    spec = Spec("topk", D_IN, D_SAE, k=K, rescale_acts_by_decoder_norm=True)
+    d = random_dictionary(spec, seed=8)
+    x = jnp.asarray(np.random.default_rng(9).normal(size=(TOKENS, D_IN)), jnp.float32)
+
+    def dense(d):
+        return jnp.mean(jnp.sum((d(x) - x) ** 2, -1))
+
+    gather = jax.grad(lambda d: loss(d, x, x, jnp.float32(1.0), None, LossConfig())[0])(d)
+    want = jax.grad(dense)(d)
+    for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
+        np.testing.assert_allclose(np.asarray(getattr(gather, name)), np.asarray(getattr(want, name)),
+                                   rtol=1e-4, atol=1e-5, err_msg=name)

@@ -52,6 +52,9 @@ class SaeConfig(TrainerConfig):
                          help="a latent firing on more than this fraction of tokens counts as dense")
     eval_spliced: bool = field("sae/eval_spliced", default=True,
                                help="at validation, the model's loss with the dictionary spliced in (ce_loss_score)")
+    dashboards: int = field("sae/dashboards", default=32, ge=0,
+                            help="feature dashboards of the N most often firing latents of each layer, stored on the "
+                                 "last node as features.parquet (layer 0) and features_L.parquet; 0: none")
     decay_steps: int = field("optimization/decay_steps", default=0, ge=0, help="final steps of linear decay to 0")
     grad_clip: float = field("optimization/grad_clip", default=1.0, ge=0, help="global gradient-norm clip; 0: none")
     # Refined trainer defaults (help text is inherited from TrainerConfig).

@@ -101,34 +101,69 @@ def auxk_loss(d: Dictionary, residual: jax.Array, pre: jax.Array, dead: jax.Arra
     dead_count = dead.sum()
     values, indices = jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), min(k_aux, d.spec.d_sae))
     values = jnp.where(jnp.isfinite(values), values, 0.0)  # fewer dead latents than k_aux: the rest add nothing
-    latents = scatter(values, indices, d.spec.d_sae)
     if d.spec.rescale_acts_by_decoder_norm:
-        latents = latents / d.decoder_norms()
-    error = latents @ d.W_dec - jax.lax.stop_gradient(residual)
+        values = values / d.decoder_norms()[indices]
+    error = jnp.einsum("...k,...kd->...d", values, d.W_dec[indices]) - jax.lax.stop_gradient(residual)
     scale = jnp.minimum(dead_count / k_aux, 1.0)
     return jnp.where(dead_count > 0, scale * jnp.mean(jnp.sum(error**2, axis=-1)), 0.0)
 
 
-def loss(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array, dead: jax.Array,
+def topk_codes(d: Dictionary, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """TopK (values, indices) whose gradient reaches only the k chosen encoder columns (a gather, no dense backward).
+
+    The same values as `d.encode_sparse`: the top k of the dense pre-activations are chosen without gradient,
+    then recomputed from their encoder columns, so the backward pass scatters k columns per token instead of
+    multiplying by a [tokens, d_sae] gradient that is zero almost everywhere.
+    """
+    _, indices = jax.lax.top_k(jax.lax.stop_gradient(d.hidden_pre(x)), d.spec.k)
+    sae_in = x - d.b_dec if d.spec.apply_b_dec_to_input else x
+    columns = jnp.swapaxes(d.W_enc, 0, 1)[indices]  # [tokens, k, d_in]
+    values = jnp.einsum("...d,...kd->...k", sae_in, columns) + d.b_enc[indices]
+    if d.spec.rescale_acts_by_decoder_norm:
+        values = values * d.decoder_norms()[indices]
+    return jax.nn.relu(values), indices
+
+
+def _fired(latents: jax.Array) -> jax.Array:
+    return jnp.any(latents != 0, axis=tuple(range(latents.ndim - 1)))
+
+
+def loss(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array, dead: jax.Array | None,
          cfg: LossConfig) -> tuple[jax.Array, dict[str, Any]]:
-    """(total loss, {mse_loss, the sparsity or aux term, latents, output}) of one dictionary on x [tokens, d_in].
+    """(total loss, terms) of one dictionary on x [tokens, d_in]; terms: mse_loss, the sparsity or aux term,
+    `l0` (mean active latents per token), `fired` [d_sae] (latents active on some token), `output`, and for
+    BatchTopK `min_positive` (the smallest active latent, what its threshold follows).
 
     `target` is x for an SAE, the other activation for a transcoder; `coefficient` is the (warmed-up)
-    sparsity coefficient multiplier in [0, 1]; `dead` [d_sae] marks latents past the dead-latent window.
+    sparsity coefficient multiplier in [0, 1]; `dead` [d_sae] marks latents past the dead-latent window
+    (None: none are, and the AuxK term is not computed). TopK decodes its codes by gathering k decoder rows.
     """
-    pre = d.hidden_pre(x)
-    latents = train_latents(d, pre, cfg)
-    out = d.decode(latents, x)
-    mse = jnp.mean(jnp.sum((out - target) ** 2, axis=-1))
     arch = d.spec.architecture
+    extra: dict[str, Any] = {}
+    if arch == "topk":
+        values, indices = topk_codes(d, x)
+        out = d.decode_sparse(values, indices, x)
+        fired = jnp.zeros(d.spec.d_sae, bool).at[indices.reshape(-1)].max(values.reshape(-1) > 0)
+        l0 = jnp.mean(jnp.sum(values > 0, axis=-1))
+    else:
+        pre = d.hidden_pre(x)
+        latents = train_latents(d, pre, cfg)
+        out = d.decode(latents, x)
+        fired, l0 = _fired(latents), jnp.mean(jnp.sum(latents != 0, axis=-1))
+        if arch == "batchtopk":
+            extra["min_positive"] = jnp.min(jnp.where(latents > 0, latents, jnp.inf))
+    mse = jnp.mean(jnp.sum((out - target) ** 2, axis=-1))
     if arch == "standard":
         weighted = latents * d.decoder_norms()
         sparsity = jnp.sum(jnp.abs(weighted) ** cfg.lp_norm, axis=-1) ** (1.0 / cfg.lp_norm)
         terms = {"l1_loss": cfg.l1_coefficient * coefficient * jnp.mean(sparsity)}
     elif arch == "jumprelu":
-        l0 = jnp.sum(step(pre, jax.nn.relu(d.threshold), cfg.bandwidth), axis=-1)
-        terms = {"l0_loss": cfg.l0_coefficient * coefficient * jnp.mean(l0)}
+        l0_term = jnp.sum(step(pre, jax.nn.relu(d.threshold), cfg.bandwidth), axis=-1)
+        terms = {"l0_loss": cfg.l0_coefficient * coefficient * jnp.mean(l0_term)}
+    elif dead is None:
+        terms = {"auxiliary_reconstruction_loss": jnp.zeros((), mse.dtype)}
     else:
-        terms = {"auxiliary_reconstruction_loss": cfg.aux_coefficient * auxk_loss(d, target - out, pre, dead)}
+        aux = auxk_loss(d, target - out, d.hidden_pre(x), dead)
+        terms = {"auxiliary_reconstruction_loss": cfg.aux_coefficient * aux}
     total = mse + sum(terms.values())
-    return total, {"mse_loss": mse, **terms, "latents": latents, "output": out}
+    return total, {"mse_loss": mse, **terms, "l0": l0, "fired": fired, "output": out, **extra}

@@ -182,8 +182,8 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         return TrainState.create(params, self.optimizer.init(params), state_key, model_state={"since_fired": since})
 
     def _make_lineage(self, mode: Mode) -> Lineage:
-        """A new dictionary's node is a child of the model node it explains."""
-        if mode is Mode.NEW and self.base is None:
+        """A new dictionary's node is a child of the model node it explains (when activations come from one)."""
+        if mode is Mode.NEW and self.base is None and self.args.source:
             return open_lineage(self.store, mode, self.source, name=self.name, config=to_dict(self.args),
                                 writer=self.is_writer)
         return super()._make_lineage(mode)
@@ -200,25 +200,34 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         y = batch.get("targets", x)
         coefficient = jnp.minimum(state.step / a.coefficient_warmup, 1.0) if a.coefficient_warmup else 1.0
         dead = state.model_state["since_fired"] > a.dead_window
-        per_layer = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, 0))
 
-        def objective(params: Any) -> tuple[jax.Array, dict]:
-            totals, terms = per_layer(self.dictionary(params), x, y, jnp.float32(coefficient), dead)
-            return totals.sum(), terms
+        def gradients(with_dead: bool, params: Any) -> tuple[tuple[jax.Array, dict], Any]:
+            mask, axis = (dead, 0) if with_dead else (None, None)
+            per_layer = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, axis))
 
-        (total, terms), grads = jax.value_and_grad(objective, has_aux=True)(state.params)
+            def objective(params: Any) -> tuple[jax.Array, dict]:
+                totals, terms = per_layer(self.dictionary(params), x, y, jnp.float32(coefficient), mask)
+                return totals.sum(), terms
+
+            return jax.value_and_grad(objective, has_aux=True)(params)
+
+        if a.architecture in ("topk", "batchtopk"):  # AuxK only while some latent is dead, as SAELens skips it
+            (total, terms), grads = jax.lax.cond(jnp.any(dead), partial(gradients, True), partial(gradients, False),
+                                                 state.params)
+        else:
+            (total, terms), grads = gradients(False, state.params)
         if a.architecture == "batchtopk":  # its threshold follows an average, not the gradient
             grads = {**grads, "threshold": jnp.zeros_like(grads["threshold"])}
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        latents = terms.pop("latents")  # [layers, tokens, d_sae]
+        fired, l0 = terms.pop("fired"), terms.pop("l0")  # [layers, d_sae], [layers]
         terms.pop("output")
-        fired = jnp.any(latents != 0, axis=1)
         since = jnp.where(fired, 0, state.model_state["since_fired"] + 1)
         if a.architecture == "batchtopk":
-            params = {**params, "threshold": _threshold_ema(params["threshold"], latents, a.threshold_lr)}
+            params = {**params, "threshold": _threshold_ema(params["threshold"], terms.pop("min_positive"),
+                                                            a.threshold_lr)}
         metrics = {**{k: v.mean() for k, v in terms.items()}, "loss": total, "grad_norm": optax.tree.norm(grads),
-                   "lr": self.schedule(state.step), "l0": jnp.mean(jnp.sum(latents != 0, -1)),
+                   "lr": self.schedule(state.step), "l0": l0.mean(),
                    "dead_latents": jnp.sum(dead) / dead.shape[0], "coefficient": jnp.float32(coefficient)}
         state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               model_state={"since_fired": since})
@@ -228,9 +237,8 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         """The training objective of a validation batch (no dead latents, full coefficients), summed over layers."""
         x = batch["inputs"]
         y = batch.get("targets", x)
-        dead = jnp.zeros((len(self.args.sites), self.spec.d_sae), bool)
-        totals, terms = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, 0))(
-            self.dictionary(params), x, y, jnp.float32(1.0), dead)
+        totals, terms = jax.vmap(partial(loss, cfg=self.loss_config), in_axes=(0, 1, 1, None, None))(
+            self.dictionary(params), x, y, jnp.float32(1.0), None)
         return {"loss": totals.sum(), "mse_loss": terms["mse_loss"].mean()}
 
     # -- inference-space dictionaries ---------------------------------------------------
@@ -252,6 +260,14 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         self.run_tandem()
         return values
 
+    def on_train_end(self) -> None:
+        """Store the feature dashboards on the last node (`sae/dashboards` latents per layer)."""
+        if self.args.dashboards > 0 and self.args.source:
+            from .dashboards import write_dashboards  # lazy: only a finished run with a model writes them
+
+            for layer in range(len(self.args.sites)):
+                write_dashboards(self, layer, self.args.dashboards)
+
     def cleanup(self) -> None:
         """As BaseTrainer's, and release the model trainer read for activations."""
         try:
@@ -262,9 +278,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
                 trainer.cleanup()
 
 
-def _threshold_ema(threshold: jax.Array, latents: jax.Array, rate: float) -> jax.Array:
-    """SAELens' BatchTopK threshold: per layer, an EMA of the smallest positive latent of the batch."""
-    smallest = jnp.min(jnp.where(latents > 0, latents, jnp.inf), axis=(1, 2))  # [layers]
+def _threshold_ema(threshold: jax.Array, smallest: jax.Array, rate: float) -> jax.Array:
+    """SAELens' BatchTopK threshold: per layer, an EMA of the smallest positive latent of the batch [layers]."""
     moved = (1 - rate) * threshold + rate * smallest[:, None]
     return jnp.where(jnp.isfinite(smallest)[:, None], moved, threshold)
-

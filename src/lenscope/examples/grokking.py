@@ -92,6 +92,10 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
         a = (batch["a"] + 1) % p
         return {**batch, "a": a, "inputs": batch["inputs"].at[:, 0].set(a), "labels": (a + batch["b"]) % p}
 
+    def token_strings(self, ids: Any) -> list[str]:
+        """How tokens read in dashboards: residues as numbers, token p as '='."""
+        return ["=" if int(t) == self.args.p else str(int(t)) for t in ids]
+
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream [..., d_model] through the model's final unembedding (logit lens)."""
         return self.module(params).unembed_fn(resid)

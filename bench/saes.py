@@ -1,0 +1,238 @@
+"""lenscope's SaeTrainer against SAELens' SAETrainer on identical cached activations: tokens/s, and quality
+(explained variance, L0, dead latents) at the same number of tokens; then dense against gather decoding.
+
+    pip install 'torch==2.13.0+cpu' -e '.[saelens]'
+    taskset -c 1 python bench/saes.py --threads 1      # one pinned core for both (the control)
+    python bench/saes.py --threads 2                   # both cores
+    python bench/saes.py --d-in 256 --steps 30         # one size, more tokens
+
+The activations are synthetic and the same array for both: each token is a sparse sum (about 20 active) of
+8 * d_in random unit directions with exponential magnitudes, plus a mean offset and noise, in float32. Both
+train a TopK SAE (k=32, expansion 16, decoder rows initialized to norm 0.1, ranking by decoder norm, AuxK
+weight 1, dead window 1000, Adam (--lr, default 3e-4) with betas 0.9/0.999, gradient clip 1, no
+normalization) on the same batches in the same order (lenscope's ArrayData order), batch 4096 tokens.
+Throughput is timed from the end of the first step (compilation, torch warm-up) to the end of the last;
+quality is measured on the same held-out tokens with lenscope's SAELens-defined metrics, SAELens' SAE read
+back through its own saved files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _peer_common import configure_threads, load  # noqa: E402
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--d-in", type=int, nargs="+", default=[256, 512])
+    parser.add_argument("--expansion", type=int, default=16)
+    parser.add_argument("--k", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=20, help="training steps of each trainer (tokens = steps * batch)")
+    parser.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of both trainers")
+    parser.add_argument("--eval-tokens", type=int, default=16384)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads; 1 also makes XLA single-threaded")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds of the decoding comparison")
+    return parser.parse_args()
+
+
+def activations(d_in: int, tokens: int, seed: int = 0):
+    """Synthetic residual-like activations [tokens, d_in]: sparse sums of unit directions, offset and noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_features = 8 * d_in
+    directions = rng.normal(size=(n_features, d_in)).astype(np.float32)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    offset = rng.normal(size=d_in).astype(np.float32) * 0.5
+    out = np.empty((tokens, d_in), np.float32)
+    for start in range(0, tokens, 8192):
+        n = min(8192, tokens - start)
+        active = rng.random((n, n_features)) < 20.0 / n_features
+        codes = (active * rng.exponential(1.0, (n, n_features))).astype(np.float32)
+        out[start:start + n] = codes @ directions + offset + rng.normal(size=(n, d_in)).astype(np.float32) * 0.05
+    return out
+
+
+def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[float, object, list]:
+    """(tokens/s, the trained Dictionary, the batch order) of SaeTrainer on `train`."""
+    import jax
+    import numpy as np
+
+    from lenscope.dictionaries import Activations, SaeTrainer
+
+    def wrap(x):
+        return Activations({"acts": x}, np.arange(len(x), dtype=np.int32), np.zeros(len(x), np.int32))
+
+    class ArraySae(SaeTrainer):
+        """SaeTrainer on arrays handed to it (no model node)."""
+
+        marks: list[float] = []
+
+        @property
+        def activations(self):
+            return {"train": wrap(train), "validation": wrap(held_out)}
+
+        def tick(self):
+            node = super().tick()
+            if self.node.seq == 1 or self.node.seq == self.args.steps:
+                jax.block_until_ready(self.state)
+                self.marks.append(time.perf_counter())
+            return node
+
+    config = ["sae/sites=[acts]", "sae/architecture=topk", f"sae/k={args.k}", f"sae/expansion={args.expansion}",
+              "sae/normalize_activations=none", f"training/steps={args.steps}", f"training/batch_size={args.batch}",
+              f"optimization/lr={args.lr}", "logging/validation_interval=0", "logging/checkpoint_interval=0",
+              f"logging/report_interval={args.steps}", "sae/eval_spliced=false", f"logging/results={root}/results"]
+    trainer = ArraySae(config, store=root / "runs")
+    trainer.setup()
+    trainer.run()
+    t0, t1 = trainer.marks
+    order = [trainer.data.indices("train", i) for i in range(args.steps)]
+    d = trainer.dictionaries()[0]
+    trainer.finish()
+    trainer.cleanup()
+    return (args.steps - 1) * args.batch / (t1 - t0), d, order
+
+
+def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[float, object]:
+    """(tokens/s, the trained SAE as a lenscope Dictionary) of SAELens' SAETrainer on the same batches."""
+    import torch
+    from sae_lens.config import SAETrainerConfig
+    from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
+    from sae_lens.training.sae_trainer import SAETrainer
+
+    from lenscope.dictionaries import load_saelens
+
+    torch.manual_seed(0)
+    sae = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=args.expansion * d_in, k=args.k,
+                                                aux_loss_coefficient=1.0, rescale_acts_by_decoder_norm=True,
+                                                decoder_init_norm=0.1))
+    marks: list[float] = []
+
+    def provider():
+        for i, idx in enumerate(order):
+            if i in (1, len(order)):
+                marks.append(time.perf_counter())
+            yield torch.from_numpy(train[idx])
+        marks.append(time.perf_counter())
+
+    cfg = SAETrainerConfig(total_training_samples=args.steps * args.batch, train_batch_size_samples=args.batch,
+                           lr=args.lr, lr_end=args.lr, adam_beta1=0.9, adam_beta2=0.999, device="cpu",
+                           dead_feature_window=1000)
+    SAETrainer(cfg, sae, provider()).fit()
+    # the step that took batch i ends when batch i + 1 is fetched; the last one ends with fit()'s loop
+    t0, t1 = marks[0], time.perf_counter()
+    folder = root / "saelens"
+    sae.save_inference_model(folder)
+    return (args.steps - 1) * args.batch / (t1 - t0), load_saelens(folder)[0]
+
+
+def quality(d, held_out) -> dict[str, float]:
+    """Explained variance, L0 and dead latents (never firing) on the held-out tokens, SAELens' definitions."""
+    import jax
+    import jax.numpy as jnp
+
+    from lenscope.dictionaries.evaluate import finish, reconstruction_sums
+
+    x = jnp.asarray(held_out)
+    metrics, _ = finish(jax.device_get(jax.jit(reconstruction_sums)(d, x, x)))
+    return {k: metrics[k] for k in ("explained_variance", "l0", "dead_latents", "mse")}
+
+
+def decoding(d_in: int, args) -> dict[str, float]:
+    """Median ms of TopK decoding, dense (scatter then matmul) against gather (k rows), forward and with gradients."""
+    import jax
+    import jax.numpy as jnp
+
+    from lenscope.dictionaries import Dictionary, Spec, init_params
+
+    spec = Spec("topk", d_in, args.expansion * d_in, k=args.k)
+    d = Dictionary.of(spec, init_params(jax.random.PRNGKey(0), spec))
+    x = jax.random.normal(jax.random.PRNGKey(1), (args.batch, d_in))
+
+    def dense(d, x):
+        return jnp.sum(d(x) ** 2)
+
+    def gather(d, x):
+        values, indices = d.encode_sparse(x)
+        return jnp.sum(d.decode_sparse(values, indices) ** 2)
+
+    fns = {"dense forward": jax.jit(dense), "gather forward": jax.jit(gather),
+           "dense forward+backward": jax.jit(jax.grad(dense)), "gather forward+backward": jax.jit(jax.grad(gather))}
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        jax.block_until_ready(fn(d, x))
+    for _ in range(args.repeats):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            jax.block_until_ready(fn(d, x))
+            times[name].append((time.perf_counter() - t) * 1e3)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def main() -> None:
+    args = parse()
+    threads = configure_threads(args.threads)
+    try:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        import sae_lens  # noqa: F401
+        have_peer = True
+    except ImportError:
+        have_peer = False
+        print("sae-lens not installed (pip install 'torch==2.13.0+cpu' -e '.[saelens]'): timing lenscope alone")
+    import jax
+
+    print(threads)
+    print(f"jax {jax.__version__}" + (f", torch {torch.__version__}, sae-lens {sae_lens.__version__}" if have_peer
+                                      else ""))
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="lenscope-bench-saes-")  # kept: JAX's compilation cache lives in its store
+    for d_in in args.d_in:
+        train = activations(d_in, args.steps * args.batch, seed=d_in)
+        held_out = activations(d_in, args.eval_tokens, seed=d_in + 1)
+        root = Path(tmp) / str(d_in)
+        ours, d, order = lenscope_run(train, held_out, args, d_in, root)
+        q_ours = quality(d, held_out)
+        theirs, q_theirs = (None, None)
+        if have_peer:
+            theirs, peer = saelens_run(train, order, args, d_in, root)
+            q_theirs = quality(peer, held_out)
+        rows.append((d_in, ours, q_ours, theirs, q_theirs))
+        print(f"d_in {d_in}: lenscope {ours:,.0f} tokens/s {q_ours}"
+              + (f"; SAELens {theirs:,.0f} tokens/s {q_theirs}" if have_peer else ""), flush=True)
+    print(f"\nTopK SAE training, expansion {args.expansion}, k {args.k}, batch {args.batch}, lr {args.lr}, "
+          f"{args.steps} steps ({args.steps * args.batch:,} tokens), float32; load average after: {load()}")
+    print("| d_in | d_sae | lenscope tokens/s | SAELens tokens/s | speed-up | EV lenscope | EV SAELens | "
+          "L0 lenscope | L0 SAELens | dead lenscope | dead SAELens |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for d_in, ours, q, theirs, p in rows:
+        peer = (f"{theirs:,.0f} | **{ours / theirs:.2f}x** | {q['explained_variance']:.3f} | "
+                f"{p['explained_variance']:.3f} | {q['l0']:.1f} | {p['l0']:.1f} | {q['dead_latents']} | "
+                f"{p['dead_latents']}") if theirs else (f"- | - | {q['explained_variance']:.3f} | - | {q['l0']:.1f} | "
+                                                        f"- | {q['dead_latents']} | -")
+        print(f"| {d_in} | {args.expansion * d_in} | {ours:,.0f} | {peer} |")
+    print("\nTopK decoding of one batch, median ms (dense: scatter the k values into d_sae then matmul; "
+          "gather: the k decoder rows)")
+    print("| d_in | dense fwd | gather fwd | dense fwd+bwd | gather fwd+bwd | gather/dense fwd | "
+          "gather/dense fwd+bwd |")
+    print("|---|---|---|---|---|---|---|")
+    for d_in in args.d_in:
+        t = decoding(d_in, args)
+        print(f"| {d_in} | {t['dense forward']:.1f} | {t['gather forward']:.1f} | {t['dense forward+backward']:.1f} | "
+              f"{t['gather forward+backward']:.1f} | {t['gather forward'] / t['dense forward']:.2f} | "
+              f"{t['gather forward+backward'] / t['dense forward+backward']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
