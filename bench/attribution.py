@@ -22,17 +22,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _peer_* helpers 
 
 from _peer_common import Shape, configure_threads, interleaved, print_table  # noqa: E402
 
-SIZES = (  # (shape, features per transcoder, prompt length)
+SIZES = (  # (shape, features per transcoder, prompt length); thresholds give ~10 and ~30 active features per token
     (Shape(layers=2, d_model=64, heads=4, seq=16, batch=1, vocab=256), 512, 16),
     (Shape(layers=4, d_model=128, heads=4, seq=32, batch=1, vocab=512), 1024, 32),
 )
+THRESHOLD = 1.0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=128)
     args = parser.parse_args()
     threads = configure_threads(args.threads)
     try:
@@ -49,10 +50,10 @@ def main() -> int:
 
     warnings.filterwarnings("ignore")
     logging.getLogger("circuit_tracer").setLevel(logging.ERROR)
-    print(threads)
+    print(threads, flush=True)
     for shape, d_features, n_pos in SIZES:
         model, params = reference_model(shape)
-        tcs = transcoders(shape.layers, shape.d_model, d_features, bias=0.0, threshold=0.3)
+        tcs = transcoders(shape.layers, shape.d_model, d_features, bias=0.0, threshold=THRESHOLD)
         prompt = np.random.default_rng(0).integers(1, shape.vocab, n_pos)
         prompt[0] = 0
         ours = Attributor(ReferenceTransformer.of(model, lambda p, m=model: m.bind({"params": p})), tcs)
