@@ -59,7 +59,7 @@ class Prepared:
     frozen: Any
     mlp_out: Array
     sources: Sources
-    encoders: Array  # [F, d_model], each active feature's encoder direction (its target vector)
+    encoders: np.ndarray  # [F, d_model], each active feature's encoder direction (its target vector)
     features: np.ndarray  # [F, 3]
     activations: np.ndarray  # [F]
     logits: np.ndarray  # [n_pos, n_out]
@@ -98,6 +98,7 @@ class Attributor:
                 raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
         self.model, self.transcoders = model, tuple(transcoders)
+        self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
         self._setup = jax.jit(self._setup_fn, static_argnums=2)
         self._rows = jax.jit(self._rows_fn)
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)))
@@ -137,18 +138,18 @@ class Attributor:
                              f"got {skip_positions!r}")
         clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, int(skip_positions))
         found, values, encoders, decoders = [], [], [], []
-        for layer, (a, transcoder) in enumerate(zip(acts, self.transcoders)):
+        for layer, (a, (w_enc, w_dec)) in enumerate(zip(acts, self._host)):
             a = np.asarray(a)
             pos, feat = np.nonzero(a)
             found.append(np.stack([np.full_like(pos, layer), pos, feat], axis=1))
             values.append(a[pos, feat])
-            encoders.append(jnp.asarray(transcoder.W_enc)[:, feat].T)
-            decoders.append(jnp.asarray(transcoder.W_dec)[feat] * a[pos, feat][:, None])
+            encoders.append(w_enc[:, feat].T)
+            decoders.append(w_dec[feat] * a[pos, feat][:, None])
         features = np.concatenate(found).astype(np.int32)
         activations = np.concatenate(values)
-        sources = Sources(jnp.asarray(features[:, 0]), jnp.asarray(features[:, 1]), jnp.concatenate(decoders),
-                          errors, token_vecs)
-        return Prepared(tokens, clean.frozen, clean.mlp_out, sources, jnp.concatenate(encoders), features,
+        sources = Sources(jnp.asarray(features[:, 0]), jnp.asarray(features[:, 1]),
+                          jnp.asarray(np.concatenate(decoders)), errors, token_vecs)
+        return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
                         activations, np.asarray(clean.logits), unembedding)
 
     def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
@@ -160,7 +161,7 @@ class Attributor:
             pad = batch_size - (stop - start)
             targets = Targets(jnp.asarray(np.pad(layer[start:stop], (0, pad)), jnp.int32),
                               jnp.asarray(np.pad(pos[start:stop], (0, pad)), jnp.int32),
-                              jnp.pad(jnp.asarray(vectors[start:stop]), ((0, pad), (0, 0))))
+                              jnp.asarray(np.pad(np.asarray(vectors[start:stop], np.float32), ((0, pad), (0, 0)))))
             block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets)
             out.append(np.asarray(block)[: stop - start])
         return np.concatenate(out) if out else np.zeros((0, 0))
@@ -182,22 +183,29 @@ class Attributor:
         budget = n_active if max_feature_nodes is None else min(int(max_feature_nodes), n_active)
         edges = np.zeros((budget + n_logits, n_total), np.float32)
         row_node = np.zeros(budget + n_logits, np.int64)
-        edges[:n_logits, :logit_offset] = self.rows(
-            params, prepared, np.full(n_logits, n_layers), np.full(n_logits, n_pos - 1), logit_vecs, batch_size)
         row_node[:n_logits] = logit_offset + np.arange(n_logits)
         visited = np.zeros(n_active, bool)
-        filled = n_logits
         bar = Progress(budget, desc="attribution") if progress else None
+        if budget == n_active:  # no ordering needed: logit and feature rows share the batches
+            layers = np.concatenate([np.full(n_logits, n_layers), prepared.features[:, 0]])
+            positions = np.concatenate([np.full(n_logits, n_pos - 1), prepared.features[:, 1]])
+            vectors = np.concatenate([logit_vecs, prepared.encoders])
+            edges[:, :logit_offset] = self.rows(params, prepared, layers, positions, vectors, batch_size)
+            row_node[n_logits:] = np.arange(n_active)
+            visited[:] = True
+            if bar is not None:
+                bar.update(n_active)
+        else:
+            edges[:n_logits, :logit_offset] = self.rows(
+                params, prepared, np.full(n_logits, n_layers), np.full(n_logits, n_pos - 1), logit_vecs, batch_size)
+        filled = n_logits + (budget if budget == n_active else 0)
         while filled - n_logits < budget:
             left = budget - (filled - n_logits)
-            if budget == n_active:
-                pending = np.flatnonzero(~visited)
-            else:
-                influence = partial_influence(edges[:filled], row_node[:filled], probs)[:n_active]
-                ranked = np.argsort(-influence, kind="stable")
-                pending = ranked[~visited[ranked]][: min(update_interval * batch_size, left)]
+            influence = partial_influence(edges[:filled], row_node[:filled], probs)[:n_active]
+            ranked = np.argsort(-influence, kind="stable")
+            pending = ranked[~visited[ranked]][: min(update_interval * batch_size, left)]
             block = self.rows(params, prepared, prepared.features[pending, 0], prepared.features[pending, 1],
-                              prepared.encoders[jnp.asarray(pending)], batch_size)
+                              prepared.encoders[pending], batch_size)
             edges[filled: filled + len(pending), :logit_offset] = block
             row_node[filled: filled + len(pending)] = pending
             visited[pending] = True

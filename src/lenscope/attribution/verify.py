@@ -42,7 +42,7 @@ def edge_errors(attributor: Attributor, params: Any, graph: AttributionGraph, co
     model, n_pos = attributor.model, graph.n_pos
     chosen = graph.selected_features
     layers, positions = jnp.asarray(graph.active_features[chosen, 0]), jnp.asarray(graph.active_features[chosen, 1])
-    encoders, logit_vecs = prepared.encoders[jnp.asarray(chosen)], jnp.asarray(graph.logit_vectors)
+    encoders, logit_vecs = jnp.asarray(prepared.encoders[chosen]), jnp.asarray(graph.logit_vectors)
 
     def values(embed_delta: jax.Array, mlp_delta: jax.Array) -> jax.Array:
         readout = model.frozen(params, prepared.tokens, prepared.frozen, prepared.mlp_out, embed_delta, mlp_delta)
