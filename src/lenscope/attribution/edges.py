@@ -18,11 +18,15 @@ Array = jax.Array
 
 
 class Sources(NamedTuple):
-    """The source nodes' vectors at their write sites: features (scaled decoder rows), errors, token embeddings."""
+    """The source nodes' vectors at their write sites: features (scaled decoder rows), errors, token embeddings.
 
-    layer: Array  # [F] int32, each feature's layer
-    pos: Array  # [F] int32, each feature's position
-    decoder: Array  # [F, d_model], activation * W_dec row
+    The features' rows are grouped by site (layer * n_pos + position), padded to the fullest site, so a batch of
+    rows is one batched matmul per site rather than a gather of [B, F, d_model].
+    """
+
+    site: Array  # [F] int32, each feature's site
+    slot: Array  # [F] int32, its place among its site's features
+    by_site: Array  # [n_layers * n_pos, slots, d_model], activation * W_dec rows (zero padded)
     errors: Array  # [n_layers, n_pos, d_model]
     tokens: Array  # [n_pos, d_model]
 
@@ -53,7 +57,8 @@ def attribution_rows(model: ReplacementModel, params: Any, tokens: Array, frozen
 
     _, pullback = jax.vjp(readout, jnp.zeros((n_pos, d), mlp_out.dtype), jnp.zeros_like(mlp_out))
     grad_embed, grad_mlp = jax.vmap(pullback)(cotangents(targets, n_layers, n_pos))
-    features = jnp.einsum("bfd,fd->bf", grad_mlp[:, sources.layer, sources.pos], sources.decoder)
+    per_site = jnp.einsum("bsd,sfd->bsf", grad_mlp.reshape(grad_mlp.shape[0], n_layers * n_pos, d), sources.by_site)
+    features = per_site[:, sources.site, sources.slot]
     errors = jnp.einsum("blpd,lpd->blp", grad_mlp, sources.errors).reshape(grad_mlp.shape[0], -1)
     tokens_ = jnp.einsum("bpd,pd->bp", grad_embed, sources.tokens)
     return jnp.concatenate([features, errors, tokens_], axis=1)

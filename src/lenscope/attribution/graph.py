@@ -21,6 +21,7 @@ from .influence import partial_influence
 from .protocols import ReplacementModel, Transcoder
 
 Array = jax.Array
+QUICK = {"xla_backend_optimization_level": 0}  # XLA options of programs that run once per prompt
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Prepared:
     activations: np.ndarray  # [F]
     logits: np.ndarray  # [n_pos, n_out]
     unembedding: Array  # [d_model, n_out]
+    decoder: np.ndarray  # [F, d_model], each active feature's activation * decoder row
 
 
 def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int,
@@ -76,6 +78,17 @@ def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int
     chosen = top[:cutoff]
     vectors = (unembedding[:, chosen] - unembedding.mean(axis=1, keepdims=True)).T
     return chosen, probs[chosen], vectors
+
+
+def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int, n_pos: int) -> tuple[Array, Array, Array]:
+    """(site, slot, rows by site [n_layers * n_pos, slots, d]) of features sorted by (layer, position, feature)."""
+    site = features[:, 0] * n_pos + features[:, 1]
+    starts = np.searchsorted(site, np.arange(n_layers * n_pos))
+    slot = np.arange(len(site)) - starts[site]
+    grid = np.zeros((n_layers * n_pos, max(int(slot.max()) + 1 if len(slot) else 1, 1), decoder.shape[1]),
+                    np.float32)
+    grid[site, slot] = decoder
+    return jnp.asarray(site, jnp.int32), jnp.asarray(slot, jnp.int32), jnp.asarray(grid)
 
 
 class Attributor:
@@ -99,9 +112,11 @@ class Attributor:
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
         self.model, self.transcoders = model, tuple(transcoders)
         self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
-        self._setup = jax.jit(self._setup_fn, static_argnums=2)
+        # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
+        # batch of rows, so it gets XLA's full optimization
+        self._setup = jax.jit(self._setup_fn, static_argnums=2, compiler_options=QUICK)
         self._rows = jax.jit(self._rows_fn)
-        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)))
+        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
 
     @property
     def compilations(self) -> int:
@@ -147,10 +162,10 @@ class Attributor:
             decoders.append(w_dec[feat] * a[pos, feat][:, None])
         features = np.concatenate(found).astype(np.int32)
         activations = np.concatenate(values)
-        sources = Sources(jnp.asarray(features[:, 0]), jnp.asarray(features[:, 1]),
-                          jnp.asarray(np.concatenate(decoders)), errors, token_vecs)
+        decoder = np.concatenate(decoders)
+        sources = Sources(*by_site(features, decoder, self.model.n_layers, int(tokens.shape[0])), errors, token_vecs)
         return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
-                        activations, np.asarray(clean.logits), unembedding)
+                        activations, np.asarray(clean.logits), unembedding, decoder)
 
     def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
              batch_size: int) -> np.ndarray:

@@ -113,7 +113,7 @@ class FeatureInterventionForward(GraphOp, TableOp):
         n_layers, n_pos, d = prepared.mlp_out.shape
         deltas = np.zeros((len(features), n_layers, n_pos, d), np.float32)
         activation = np.zeros(len(features))
-        decoders = np.asarray(prepared.sources.decoder)
+        decoders = prepared.decoder
         for row, (layer, pos, feat) in enumerate(features.tolist()):
             if (layer, pos, feat) not in lookup:
                 raise UsageError(f"feature_intervention_forward: feature {feat} at layer {layer}, position {pos} is "

@@ -17,7 +17,7 @@ def source_deltas(prepared: Prepared, graph: AttributionGraph, columns: np.ndarr
     n_layers, n_pos, d = prepared.mlp_out.shape
     embed = np.zeros((len(columns), n_pos, d), np.float32)
     mlp = np.zeros((len(columns), n_layers, n_pos, d), np.float32)
-    decoders = np.asarray(prepared.sources.decoder)
+    decoders = prepared.decoder
     errors, tokens = np.asarray(prepared.sources.errors), np.asarray(prepared.sources.tokens)
     first_error, first_token = graph.n_features, graph.n_features + n_layers * n_pos
     for row, column in enumerate(columns):
