@@ -67,9 +67,9 @@ def main() -> int:
         if not (np.array_equal(mine.active_features, theirs.active_features.numpy()) and gap <= 1e-4):
             raise SystemExit(f"graphs differ (relative gap {gap:.1e}): not timing different work")
         times = interleaved({
-            "lenscope Attributor.graph (compiled)": lambda: ours.graph(params, prompt, batch_size=args.batch_size,
-                                                                       progress=False),
-            "circuit-tracer attribute()": lambda: _ct_peer.graph(peer, prompt, batch_size=args.batch_size),
+            "lenscope Attributor.graph (compiled)": lambda o=ours, w=params, t=prompt: o.graph(
+                w, t, batch_size=args.batch_size, progress=False),
+            "circuit-tracer attribute()": lambda m=peer, t=prompt: _ct_peer.graph(m, t, batch_size=args.batch_size),
         }, args.repeats, warmup=0)
         print_table(f"{shape.describe()}; {d_features} features per layer, {len(mine.active_features)} active, "
                     f"{mine.adjacency.shape[0]} nodes; batch {args.batch_size}; relative gap {gap:.1e}; lenscope's "

@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import lenscope_cmd
+from browser import ARGS, CHROMIUM, ui_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-CHROMIUM = Path(os.environ.get("LENSCOPE_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 if not CHROMIUM.exists():
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
                 allow_module_level=True)
@@ -46,16 +41,8 @@ def graph_node(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(graph_node):
-    process = subprocess.Popen(lenscope_cmd("ui", "--store", str(graph_node[0]), "--port", "0"),
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        line = process.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found, line
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with ui_server(graph_node[0]) as url:
+        yield url
 
 
 def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
