@@ -52,7 +52,7 @@ def activations(d_in: int, tokens: int, seed: int = 0):
     n_features = 8 * d_in
     directions = rng.normal(size=(n_features, d_in)).astype(np.float32)
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    offset = rng.normal(size=d_in).astype(np.float32) * 0.5
+    offset = rng.normal(size=d_in).astype(np.float32) * 0.1
     out = np.empty((tokens, d_in), np.float32)
     for start in range(0, tokens, 8192):
         n = min(8192, tokens - start)

@@ -150,3 +150,13 @@ def test_kill_after_checkpoint_then_resume_is_bitwise(model, tmp_path):
     assert final.endswith(":40") and ours.keys() == want.keys()
     for key in ours:
         np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(want[key]), err_msg=key)
+
+
+def test_learning_rate_warms_up_and_decays_as_saelens_does(model):
+    root, store, node = model
+    trainer = GrokSae(SAE + ["training/steps=40", "optimization/warmup_steps=10", "optimization/decay_steps=10",
+                             f"logging/results={root}/results"], base=node, store=store)
+    lr = 3e-3
+    got = [float(trainer.schedule(s)) for s in (0, 9, 10, 29, 30, 35, 40)]
+    np.testing.assert_allclose(got, [lr / 10, lr, lr, lr, lr, lr / 2, 0.0], rtol=1e-5, atol=1e-9)
+    trainer.cleanup()

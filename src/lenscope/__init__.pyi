@@ -2,6 +2,7 @@
 # name on first use and derives __all__ from them; type checkers and IDEs read this file as the package's stub.
 from typing import Any
 
+from . import dictionaries as dictionaries
 from . import ops as ops
 from .analysis import AnalysisBase as AnalysisBase
 from .analysis import plots as plots
@@ -18,6 +19,8 @@ from .capture import DebugInputs as DebugInputs
 from .config import field as field
 from .config import hydrate as hydrate
 from .config import to_yaml as to_yaml
+from .dictionaries import SaeConfig as SaeConfig
+from .dictionaries import SaeTrainer as SaeTrainer
 from .errors import ConfigError as ConfigError
 from .errors import JobError as JobError
 from .errors import LenscopeError as LenscopeError

@@ -21,7 +21,7 @@ import optax
 
 from ..config import hydrate, to_dict
 from ..errors import UsageError
-from ..registry import jobs, resolve
+from ..job_registry import jobs, resolve
 from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.data import ArrayData
@@ -42,13 +42,14 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
 
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
                  store: Store | str | os.PathLike | None = None) -> None:
-        """As BaseTrainer; a `base` that is not this job's node is the model to explain (`sae/source`)."""
+        """As BaseTrainer; a `base` that is not a dictionary's node (no `sae/source`) is the model to explain."""
         if base is not None:
             if not isinstance(store, Store):
                 url = self._peek_store_url(config)
                 store = open_store(store, url)
             node = store.get(base).node
-            if node.name != node_name(type(self)):
+            saved = store.config(node) or {}
+            if not (isinstance(saved.get("sae"), dict) and saved["sae"].get("source")):  # a model's node
                 source = {"sae": {"source": str(node)}}
                 config = (dataclasses.replace(config, source=str(node)) if isinstance(config, self.CONFIG)
                           else [*self._sources(config), source])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..dictionaries import SaeTrainer
-from ..registry import job
+from ..job_registry import job
 
 
 @job("grokking/sae")

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lenscope.errors import LenscopeError
 from lenscope.store.values import Scalar
-from lenscope.ui import downloads, pages
+from lenscope.ui import downloads, features, pages
 from lenscope.ui.figures import PngCache
 from lenscope.ui.nodes import Missing
 from lenscope.ui.readonly import ReadOnlyStore
@@ -165,6 +165,8 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None) -> Starle
         Route("/node/{address}", pages.node),
         Route("/view/{address}/{name:path}", pages.view),
         Route("/graph/{address}/{name:path}", pages.graph),
+        Route("/features/{address}/{name}", features.features),
+        Route("/feature/{address}/{name}/{latent}", features.feature),
         Route("/artifact/{address}/{name:path}", downloads.artifact),
         Route("/png/{address}/{name:path}", downloads.png),
         Route("/api/runs", downloads.api_runs),

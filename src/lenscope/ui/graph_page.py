@@ -81,12 +81,12 @@ def _kind(node: dict[str, Any]) -> str:
 
 
 def feature_href(scan: str, layer: int, feature: int) -> str:
-    """The dashboard page of a feature when the graph's `scan` is the transcoders' node (the dictionary job's
-    features table of that layer, `features.parquet` or `features_L.parquet`); '' otherwise."""
+    """The dashboard page of a feature when the graph's `scan` is the transcoders' node (the feature page of that
+    layer's dashboard table, `features.parquet` or `features_L.parquet`); '' otherwise."""
     if "@" not in scan:
         return ""
     table = "features.parquet" if layer == 0 else f"features_{layer}.parquet"
-    return f"/view/{quote(scan, safe='')}/{table}#feature-{feature}"
+    return f"/feature/{quote(scan, safe='')}/{table}/{feature}"
 
 
 def layout(document: dict[str, Any]) -> Layout:

@@ -1,0 +1,73 @@
+"""Feature dashboards (a dictionary's `features.parquet`): a list of its latents and a page per feature."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+
+HIST_W, HIST_H = 420, 120
+
+
+def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
+    """(ui, node, artifact name, the dashboard rows) of the request's artifact."""
+    import pyarrow.parquet as pq  # lazy: pyarrow takes ~0.2 s to import and only these pages need it
+
+    ui = request.app.state.ui
+    node = parse_node(request.path_params["address"])
+    name = request.path_params["name"]
+    if not (name.startswith("features") and name.endswith(".parquet")):
+        raise Missing(f"{name!r} is not a feature-dashboard table (features.parquet, features_1.parquet, ...)")
+    info = artifact_info(ui.store, node, name)
+    try:
+        rows = pq.read_table(io.BytesIO(artifact_content(ui.store, info))).to_pylist()
+    except Exception as error:  # pyarrow raises several types for a damaged file
+        raise Missing(f"{name} on {node.address} is not a readable dashboard table: {error}") from None
+    return ui, node, name, rows
+
+
+def _samples(row: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """Contexts of one kind (`top`, `quantile`) as [{activation, before, token, after, level}]; the level (1-4)
+    shades the marked token by its activation relative to the latent's maximum."""
+    out, peak = [], row["max_activation"] or 1.0
+    for act, context, at in zip(row[f"{kind}_activation"], row[f"{kind}_context"], row[f"{kind}_highlight"]):
+        out.append({"activation": act, "before": context[:at], "token": context[at] if at < len(context) else "",
+                    "after": context[at + 1:], "level": min(4, max(1, round(4 * act / peak)))})
+    return out
+
+
+def _histogram(row: dict[str, Any]) -> list[dict[str, float]]:
+    """The activation histogram as SVG bars (x, y, width, height) in a HIST_W x HIST_H box."""
+    counts = row.get("hist_counts") or []
+    top = max(counts) if counts else 0
+    if not top:
+        return []
+    width = HIST_W / len(counts)
+    return [{"x": i * width, "w": max(width - 1, 1), "h": HIST_H * c / top, "y": HIST_H - HIST_H * c / top, "n": c}
+            for i, c in enumerate(counts)]
+
+
+def features(request: Request) -> Response:
+    """Every latent of a dashboard table: how often it fires, how strongly, its top context."""
+    ui, node, name, rows = _rows(request)
+    latents = [{**row, "first": (_samples(row, "top") or [None])[0]} for row in rows]
+    return ui.page("features.html", title=f"features of {node.address}", node=node, name=name, latents=latents)
+
+
+def feature(request: Request) -> Response:
+    """One feature: top-activating and quantile contexts, the activation histogram, logit effects."""
+    ui, node, name, rows = _rows(request)
+    latent = request.path_params["latent"]
+    row = next((r for r in rows if str(r["latent"]) == latent), None)
+    if row is None:
+        raise Missing(f"latent {latent} has no dashboard in {name} on {node.address}")
+    logits = [(kind, list(zip(row.get(f"{kind}_logit_tokens") or [], row.get(f"{kind}_logit_values") or [])))
+              for kind in ("top", "bottom")]
+    edges = row.get("hist_edges") or [0.0, 0.0]
+    return ui.page("feature.html", title=f"feature {latent} of {node.address}", node=node, name=name, row=row,
+                   top=_samples(row, "top"), quantile=_samples(row, "quantile"), bars=_histogram(row),
+                   width=HIST_W, height=HIST_H, low=edges[0], high=edges[-1], logits=logits)

@@ -1,0 +1,16 @@
+"""docs/dictionaries.md stays runnable: its Python blocks run in order in a temporary folder."""
+
+from __future__ import annotations
+
+from doc_blocks import DOCS, run_doc
+
+
+def test_dictionaries_docs_examples_run(tmp_path, capsys):
+    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=7)
+    out = capsys.readouterr().out
+    assert "(5, 256) 8 (5, 32)\nTrue\n(5, 32)\n" in out
+    assert "True\nTrue 4.0\n" in out
+    assert "['eval/ce_loss_score', 'eval/ce_loss_with_ablation', 'eval/ce_loss_with_sae', " \
+           "'eval/ce_loss_without_sae']\nTrue True\n" in out
+    assert "2 True True\n" in out and "(158, 3, 128) True\nTrue\n" in out
+    assert "transcoder True" in out

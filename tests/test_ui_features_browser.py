@@ -1,0 +1,47 @@
+"""The feature-dashboard pages in Chromium: a dictionary trained on the grokking model, its node page links to
+the dashboards, the list links to a page per feature with marked contexts, a histogram and logit effects."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TINY
+
+# shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
+from test_ui_browser import browser, page, server, shoot  # noqa: F401
+
+from lenscope.runner import run_job
+from lenscope.store import Store
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A grokking model and a TopK SAE on its MLP output with dashboards of 8 latents."""
+    root = tmp_path_factory.mktemp("ui_features")
+    model = run_job("grokking/train", TINY + [f"logging/results={root}/results"], store=root / "runs")
+    sae = run_job("grokking/sae", ["sae/expansion=2", "sae/k=4", "training/steps=20", "training/batch_size=128",
+                                   "optimization/lr=3e-3", "logging/validation_interval=20", "sae/dashboards=8",
+                                   f"logging/results={root}/results"], base=model, store=root / "runs")
+    return root, sae
+
+
+def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):  # noqa: F811
+    root, sae = trained
+    page.goto(f"{server}node/{sae}")
+    page.locator("p.dashboards a").click()
+    rows = page.locator("table.features tbody tr")
+    assert rows.count() == 8 and rows.first.locator("mark.act").count() == 1
+    shoot(page, tmp_path / "features.png")
+    first = rows.first.locator("a").inner_text()
+    rows.first.locator("a").click()
+    assert page.locator("h1").inner_text().startswith(f"feature {first}")
+    top = page.locator("section", has_text="Top activations").locator("table.contexts tbody tr")
+    assert top.count() >= 1 and top.first.locator("mark.act").inner_text() in {*map(str, range(23)), "="}
+    assert page.locator("svg.hist rect").count() >= 1
+    assert page.locator("section", has_text="Logit effects").locator("table.kv tr").count() == 10  # 5 up, 5 down
+    shoot(page, tmp_path / "feature.png")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, tmp_path / "feature-dark.png")
+    with Store(root / "runs", readonly=True) as store:
+        latent = store.get(sae).artifacts["features.parquet"]
+    assert latent.filename == "features.parquet"
+    assert page.request.get(f"{server}feature/{sae}/features.parquet/999999").status == 404
