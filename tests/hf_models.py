@@ -68,3 +68,33 @@ def checkpoint(family: str, seed: int = 0) -> tuple[Any, Path]:
     folder = Path(tempfile.mkdtemp(prefix=f"lenscope-{family}-"))
     model.save_pretrained(folder, safe_serialization=True)
     return model, folder
+
+
+WORDS = [f"w{i}" for i in range(VOCAB - 4)]
+
+
+def save_tokenizer(folder: Path) -> Path:
+    """A word-level tokenizer.json over VOCAB ids (<pad> 0, <bos> 1, <eos> 2, <unk> 3, then w0, w1, ...)."""
+    tokenizers = pytest.importorskip("tokenizers", reason=INSTALL)
+    vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2, "<unk>": 3, **{w: i + 4 for i, w in enumerate(WORDS)}}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+    tok.add_special_tokens(["<pad>", "<bos>", "<eos>", "<unk>"])
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tok.decoder = tokenizers.decoders.WordPiece(prefix="##")
+    tok.post_processor = tokenizers.processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def text_file(folder: Path, documents: int = 40, seed: int = 0) -> Path:
+    """A .txt file of `documents` lines of random words (a Markov-ish pattern, so there is something to learn)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(documents):
+        start = int(rng.integers(0, len(WORDS) - 20))
+        length = int(rng.integers(8, 20))
+        lines.append(" ".join(WORDS[start + (i % 5) + int(rng.integers(0, 2))] for i in range(length)))
+    path = folder / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -29,6 +29,8 @@ from .errors import UsageError as UsageError
 from .job_registry import job as job
 from .job_registry import jobs as jobs
 from .job_registry import resolve as resolve
+from .models.pretrained import Pretrained as Pretrained
+from .models.pretrained import from_pretrained as from_pretrained
 from .runner import build_job as build_job
 from .runner import run_analyses as run_analyses
 from .runner import run_job as run_job

@@ -86,7 +86,7 @@ class PatchAccess:
         model = self.module(state.params, state.model_state)  # type: ignore[attr-defined]
         if isinstance(inputs, Mapping):
             inputs = self.model_inputs(inputs)  # type: ignore[attr-defined]
-        return (lambda *a: model(*a)), (inputs if isinstance(inputs, tuple) else (inputs,))
+        return (lambda *a: self.apply_model(model, a)), (inputs if isinstance(inputs, tuple) else (inputs,))  # type: ignore[attr-defined]
 
     def forward(self, inputs: Any, patch: Patch | None = None, *,
                 on: Literal["output", "inputs"] = "output") -> Any:

@@ -13,10 +13,11 @@ from .layers import Hook, Norm
 from .load import random_decoder
 from .locate import hub_cache, locate
 from .pretrained import Pretrained, from_pretrained
+from .processing import process
 from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
     "FAMILIES", "KV", "MLP", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm", "Pretrained",
     "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache", "load_tokenizer", "locate",
-    "positions_of", "random_decoder",
+    "positions_of", "process", "random_decoder",
 ]

@@ -201,19 +201,26 @@ class Block(eqx.Module):
 
 
 class Unembed(eqx.Module):
-    """Logits from the final residual: x . kernel, or x . embeddingᵀ when tied; Gemma 2's final soft-cap."""
+    """Logits from the final residual: x . kernel (+ bias), or x . embeddingᵀ when tied; Gemma 2's final soft-cap.
+
+    Checkpoints have no unembedding bias; folding a LayerNorm's bias into the unembedding makes one.
+    """
 
     kernel: Array | None
+    bias: Array | None
     softcap: float | None = eqx.field(static=True)
 
     def __init__(self, cfg: DecoderConfig, *, key: Array) -> None:
         init = jax.nn.initializers.lecun_normal()
         self.kernel = None if cfg.tied else init(key, (cfg.d_model, cfg.vocab_size), jnp.float32)
+        self.bias = None
         self.softcap = cfg.final_softcap
 
     def __call__(self, x: Array, embedding: Array | None = None) -> Array:
         """Logits [..., vocab] of x [..., d_model]; `embedding` [vocab, d_model] is used when tied."""
         logits = x @ (self.kernel if self.kernel is not None else embedding.T)
+        if self.bias is not None:
+            logits = logits + self.bias
         if self.softcap is not None:
             logits = (jnp.tanh(logits.astype(jnp.float32) / self.softcap) * self.softcap).astype(logits.dtype)
         return logits
