@@ -6,18 +6,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TINY, lenscope_cmd
+from browser import ARGS, CHROMIUM, ui_server
+from conftest import TINY
 
 from lenscope.runner import run_analyses, run_job
 from lenscope.store import Store
-
-CHROMIUM = Path(os.environ.get("LENSCOPE_CHROMIUM", "/usr/bin/chromium"))
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 if not CHROMIUM.exists():
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
@@ -39,16 +35,8 @@ def trained(tmp_path_factory):
 def server(trained):
     """`lenscope ui --port 0` on the trained store; yields its base URL."""
     root, _ = trained
-    process = subprocess.Popen(lenscope_cmd("ui", "--store", str(root / "runs"), "--port", "0"),
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        line = process.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found, line + process.stderr.read() if process.poll() is not None else line
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with ui_server(root / "runs") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -164,6 +164,7 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None) -> Starle
         Route("/run/{lineage}", pages.run),
         Route("/node/{address}", pages.node),
         Route("/view/{address}/{name:path}", pages.view),
+        Route("/graph/{address}/{name:path}", pages.graph),
         Route("/features/{address}/{name}", features.features),
         Route("/feature/{address}/{name}/{latent}", features.feature),
         Route("/artifact/{address}/{name:path}", downloads.artifact),

@@ -1,7 +1,9 @@
-"""The HTML pages: runs (`/`), one run (`/run/NAME@NONCE`), one node, one artifact version."""
+"""The HTML pages: runs (`/`), one run (`/run/NAME@NONCE`), one node, one artifact version, an attribution
+graph (`/graph/NODE/NAME`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -12,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
+from lenscope.ui.graph_page import is_graph, layout
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
@@ -163,6 +166,7 @@ class Shown:
     cut: bool = False
     table: Any = None
     problem: str = ""
+    graph: bool = False  # an attribution graph file: the node page links its graph page
 
 
 def show(ui, node: Node, info: ArtifactInfo, page: int = 0) -> Shown:
@@ -182,6 +186,7 @@ def show(ui, node: Node, info: ArtifactInfo, page: int = 0) -> Shown:
             shown.problem = str(error)
     else:
         shown.text, shown.cut = content.readable(data, as_json=kind == "json")
+        shown.graph = kind == "json" and not shown.cut and is_graph(shown.text)
     return shown
 
 
@@ -205,6 +210,18 @@ def view(request: Request) -> Response:
     info = artifact_info(ui.store, target, request.path_params["name"], _int(params.get("version")))
     return ui.page("view.html", title=f"{info.name} on {target.address}", node=target,
                    item=show(ui, target, info, _int(params.get("page")) or 0))
+
+
+def graph(request: Request) -> Response:
+    """An attribution graph artifact drawn: tokens at the bottom, logits at the top, layers between."""
+    ui, params = _ui(request), request.query_params
+    target = parse_node(request.path_params["address"])
+    info = artifact_info(ui.store, target, request.path_params["name"], _int(params.get("version")))
+    text = artifact_content(ui.store, info).decode("utf-8", errors="replace")
+    if not is_graph(text):
+        raise Missing(f"artifact {info.name!r} on {target.address} is not an attribution graph file")
+    return ui.page("graph.html", title=f"graph {info.name} on {target.address}", node=target, name=info.name,
+                   g=layout(json.loads(text)))
 
 
 def _int(text: str | None) -> int | None:

@@ -1,0 +1,64 @@
+"""The edge program: a batch of attribution rows as one vmap of VJPs through the frozen replacement model.
+
+A row is one target node (a feature's encoder direction at its MLP input, or a logit's demeaned unembedding
+direction at the final residual); its entries are the direct linear effects of every source node (active
+features, error nodes, token embeddings). One compiled program per batch shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .protocols import Readout, ReplacementModel
+
+Array = jax.Array
+
+
+class Sources(NamedTuple):
+    """The source nodes' vectors at their write sites: features (scaled decoder rows), errors, token embeddings.
+
+    The features' rows are grouped by site (layer * n_pos + position), padded to the fullest site, so a batch of
+    rows is one batched matmul per site rather than a gather of [B, F, d_model].
+    """
+
+    site: Array  # [F] int32, each feature's site
+    slot: Array  # [F] int32, its place among its site's features
+    by_site: Array  # [n_layers * n_pos, slots, d_model], activation * W_dec rows (zero padded)
+    errors: Array  # [n_layers, n_pos, d_model]
+    tokens: Array  # [n_pos, d_model]
+
+
+class Targets(NamedTuple):
+    """A batch of target nodes: layer (n_layers means the final residual), position, direction."""
+
+    layer: Array  # [B] int32
+    pos: Array  # [B] int32
+    vector: Array  # [B, d_model]
+
+
+def cotangents(targets: Targets, n_layers: int, n_pos: int) -> Readout:
+    """The batch of readout cotangents [B, ...] that select each target's direction at its site."""
+    site = (jax.nn.one_hot(targets.layer, n_layers + 1, dtype=targets.vector.dtype)[:, :, None, None]
+            * jax.nn.one_hot(targets.pos, n_pos, dtype=targets.vector.dtype)[:, None, :, None]
+            * targets.vector[:, None, None, :])
+    return Readout(site[:, :n_layers], site[:, n_layers])
+
+
+def attribution_rows(model: ReplacementModel, params: Any, tokens: Array, frozen: Any, mlp_out: Array,
+                     sources: Sources, targets: Targets) -> Array:
+    """Rows [B, F + n_layers * n_pos + n_pos]: each target's direct effect from each source node."""
+    n_layers, n_pos, d = mlp_out.shape
+
+    def readout(embed_delta: Array, mlp_delta: Array) -> Readout:
+        return model.frozen(params, tokens, frozen, mlp_out, embed_delta, mlp_delta)
+
+    _, pullback = jax.vjp(readout, jnp.zeros((n_pos, d), mlp_out.dtype), jnp.zeros_like(mlp_out))
+    grad_embed, grad_mlp = jax.vmap(pullback)(cotangents(targets, n_layers, n_pos))
+    per_site = jnp.einsum("bsd,sfd->bsf", grad_mlp.reshape(grad_mlp.shape[0], n_layers * n_pos, d), sources.by_site)
+    features = per_site[:, sources.site, sources.slot]
+    errors = jnp.einsum("blpd,lpd->blp", grad_mlp, sources.errors).reshape(grad_mlp.shape[0], -1)
+    tokens_ = jnp.einsum("bpd,pd->bp", grad_embed, sources.tokens)
+    return jnp.concatenate([features, errors, tokens_], axis=1)

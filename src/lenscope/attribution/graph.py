@@ -1,0 +1,242 @@
+"""compute an attribution graph: circuit-tracer's method (docs/attribution.md) with the rows from edges.py.
+
+Nodes, in adjacency order: the selected active features (layer, position, feature; layer-major), one error node
+per (layer, position), one token node per position, then the logit nodes. The adjacency is [target, source].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UsageError
+from ..training.progress import Progress
+from .edges import Sources, Targets, attribution_rows
+from .influence import partial_influence
+from .protocols import ReplacementModel, Transcoder
+
+Array = jax.Array
+QUICK = {"xla_backend_optimization_level": 0}  # XLA options of programs that run once per prompt
+
+
+@dataclass(frozen=True)
+class AttributionGraph:
+    """A dense attribution graph over one prompt (NumPy), in circuit-tracer's node order."""
+
+    input_tokens: np.ndarray  # [n_pos]
+    active_features: np.ndarray  # [F, 3] (layer, position, feature)
+    activation_values: np.ndarray  # [F]
+    selected_features: np.ndarray  # [S] indices into active_features, the feature nodes
+    logit_targets: np.ndarray  # [K] output indices
+    logit_probabilities: np.ndarray  # [K]
+    adjacency: np.ndarray  # [N, N], N = S + n_layers * n_pos + n_pos + K
+    n_layers: int
+    logit_vectors: np.ndarray  # [K, d_model], the demeaned unembedding rows the logit nodes read
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.selected_features)
+
+    def node_kinds(self) -> np.ndarray:
+        """Each node's kind: 'feature', 'error', 'token' or 'logit'."""
+        counts = (self.n_features, self.n_layers * self.n_pos, self.n_pos, len(self.logit_targets))
+        return np.repeat(np.array(["feature", "error", "token", "logit"]), counts)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the graph needs from one clean forward: the frozen values and the nodes' vectors."""
+
+    tokens: Array
+    frozen: Any
+    mlp_out: Array
+    sources: Sources
+    encoders: np.ndarray  # [F, d_model], each active feature's encoder direction (its target vector)
+    features: np.ndarray  # [F, 3]
+    activations: np.ndarray  # [F]
+    logits: np.ndarray  # [n_pos, n_out]
+    unembedding: Array  # [d_model, n_out]
+    decoder: np.ndarray  # [F, d_model], each active feature's activation * decoder row
+
+
+def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int,
+                  desired_logit_prob: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """circuit-tracer's salient logits at the last position: the most probable outputs, up to `max_n_logits`, until
+    their probability reaches `desired_logit_prob`; (indices, probabilities, demeaned unembedding rows [K, d])."""
+    probs = np.asarray(jax.nn.softmax(jnp.asarray(logits[-1], jnp.float32)))
+    top = np.argsort(-probs, kind="stable")[:max_n_logits]
+    cutoff = int(np.searchsorted(np.cumsum(probs[top]), desired_logit_prob)) + 1
+    chosen = top[:cutoff]
+    vectors = (unembedding[:, chosen] - unembedding.mean(axis=1, keepdims=True)).T
+    return chosen, probs[chosen], vectors
+
+
+def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int, n_pos: int) -> tuple[Array, Array, Array]:
+    """(site, slot, rows by site [n_layers * n_pos, slots, d]) of features sorted by (layer, position, feature)."""
+    site = features[:, 0] * n_pos + features[:, 1]
+    starts = np.searchsorted(site, np.arange(n_layers * n_pos))
+    slot = np.arange(len(site)) - starts[site]
+    grid = np.zeros((n_layers * n_pos, max(int(slot.max()) + 1 if len(slot) else 1, 1), decoder.shape[1]),
+                    np.float32)
+    grid[site, slot] = decoder
+    return jnp.asarray(site, jnp.int32), jnp.asarray(slot, jnp.int32), jnp.asarray(grid)
+
+
+class Attributor:
+    """Attribution graphs of one replacement model and its per-layer transcoders; its compiled programs are kept,
+    so graphs of prompts of one length reuse one setup program and one edge program per batch size."""
+
+    def __init__(self, model: ReplacementModel, transcoders: Sequence[Transcoder]) -> None:
+        if len(transcoders) != model.n_layers:
+            raise UsageError(f"attribution needs one transcoder per layer: the model has {model.n_layers} layers, "
+                             f"got {len(transcoders)} transcoders")
+        for index, transcoder in enumerate(transcoders):
+            if not isinstance(transcoder, Transcoder):
+                raise UsageError(f"transcoder {index} ({type(transcoder).__name__}) lacks W_enc, W_dec, encode() "
+                                 "or decode(); pass lenscope.dictionaries transcoders, one per layer")
+            if getattr(transcoder, "W_skip", None) is not None:
+                raise UsageError(f"transcoder {index} has a skip connection; attribution graphs support transcoders "
+                                 "without one (the skip path would need its own linear edge)")
+            spec = getattr(transcoder, "spec", None)
+            if getattr(spec, "rescale_acts_by_decoder_norm", False):
+                raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
+                                 "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
+        self.model, self.transcoders = model, tuple(transcoders)
+        self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
+        # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
+        # batch of rows, so it gets XLA's full optimization
+        self._setup = jax.jit(self._setup_fn, static_argnums=2, compiler_options=QUICK)
+        self._rows = jax.jit(self._rows_fn)
+        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
+
+    @property
+    def compilations(self) -> int:
+        """Programs compiled so far (setup and edge programs, one per argument shape each)."""
+        return self._setup._cache_size() + self._rows._cache_size()
+
+    def _setup_fn(self, params: Any, tokens: Array, skip: int) -> tuple:
+        clean = self.model.clean(params, tokens)
+        acts, errors = [], []
+        keep = (jnp.arange(tokens.shape[0]) >= skip)[:, None]
+        for layer, transcoder in enumerate(self.transcoders):
+            a = transcoder.encode(clean.readout.mlp_in[layer]) * keep
+            acts.append(a)
+            errors.append((clean.mlp_out[layer] - transcoder.decode(a)) * keep)  # no skip: refused at construction
+        return (clean, tuple(acts), jnp.stack(errors), self.model.token_vectors(params, tokens),
+                self.model.unembedding(params))
+
+    def _rows_fn(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, sources: Sources,
+                 targets: Targets) -> Array:
+        return attribution_rows(self.model, params, tokens, frozen, mlp_out, sources, targets)
+
+    def intervened(self, params: Any, tokens: Any, mlp_deltas: Array) -> Array:
+        """Logits [B, n_pos, n_out] of the ordinary forward with each of a batch of MLP-output deltas."""
+        return self._intervened(params, jnp.asarray(tokens, jnp.int32), mlp_deltas)
+
+    def prepare(self, params: Any, tokens: Any, skip_positions: int = 1) -> Prepared:
+        """The clean forward on tokens [n_pos]: frozen values, active features (none in the first `skip_positions`
+        positions, as circuit-tracer ignores its BOS position), error and token vectors."""
+        tokens = jnp.asarray(tokens, jnp.int32)
+        if tokens.ndim != 1 or tokens.shape[0] < 1:
+            raise UsageError(f"attribution needs one prompt of token ids [n_pos], got shape {tuple(tokens.shape)}")
+        if not 0 <= int(skip_positions) < tokens.shape[0]:
+            raise UsageError(f"skip_positions must be in [0, {tokens.shape[0]}) for {tokens.shape[0]} positions, "
+                             f"got {skip_positions!r}")
+        clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, int(skip_positions))
+        found, values, encoders, decoders = [], [], [], []
+        for layer, (a, (w_enc, w_dec)) in enumerate(zip(acts, self._host)):
+            a = np.asarray(a)
+            pos, feat = np.nonzero(a)
+            found.append(np.stack([np.full_like(pos, layer), pos, feat], axis=1))
+            values.append(a[pos, feat])
+            encoders.append(w_enc[:, feat].T)
+            decoders.append(w_dec[feat] * a[pos, feat][:, None])
+        features = np.concatenate(found).astype(np.int32)
+        activations = np.concatenate(values)
+        decoder = np.concatenate(decoders)
+        sources = Sources(*by_site(features, decoder, self.model.n_layers, int(tokens.shape[0])), errors, token_vecs)
+        return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
+                        activations, np.asarray(clean.logits), unembedding, decoder)
+
+    def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
+             batch_size: int) -> np.ndarray:
+        """Attribution rows of the given targets, `batch_size` at a time (the last batch padded: one shape)."""
+        out = []
+        for start in range(0, len(layer), batch_size):
+            stop = min(start + batch_size, len(layer))
+            pad = batch_size - (stop - start)
+            targets = Targets(jnp.asarray(np.pad(layer[start:stop], (0, pad)), jnp.int32),
+                              jnp.asarray(np.pad(pos[start:stop], (0, pad)), jnp.int32),
+                              jnp.asarray(np.pad(np.asarray(vectors[start:stop], np.float32), ((0, pad), (0, 0)))))
+            block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets)
+            out.append(np.asarray(block)[: stop - start])
+        return np.concatenate(out) if out else np.zeros((0, 0))
+
+    def graph(self, params: Any, tokens: Any, *, max_n_logits: int = 10, desired_logit_prob: float = 0.95,
+              batch_size: int = 256, max_feature_nodes: int | None = None, skip_positions: int = 1,
+              update_interval: int = 4, progress: bool = True) -> AttributionGraph:
+        """The dense graph of a prompt: logit rows first, then feature rows in order of estimated influence."""
+        if batch_size < 1 or max_n_logits < 1 or update_interval < 1:
+            raise UsageError(f"batch_size, max_n_logits and update_interval must be >= 1, got {batch_size}, "
+                             f"{max_n_logits}, {update_interval}")
+        prepared = self.prepare(params, tokens, skip_positions)
+        n_layers, n_pos = self.model.n_layers, int(prepared.tokens.shape[0])
+        chosen, probs, logit_vecs = select_logits(prepared.logits, np.asarray(prepared.unembedding),
+                                                  max_n_logits, desired_logit_prob)
+        n_active, n_logits = len(prepared.features), len(chosen)
+        logit_offset = n_active + (n_layers + 1) * n_pos
+        n_total = logit_offset + n_logits
+        budget = n_active if max_feature_nodes is None else min(int(max_feature_nodes), n_active)
+        edges = np.zeros((budget + n_logits, n_total), np.float32)
+        row_node = np.zeros(budget + n_logits, np.int64)
+        row_node[:n_logits] = logit_offset + np.arange(n_logits)
+        visited = np.zeros(n_active, bool)
+        bar = Progress(budget, desc="attribution") if progress else None
+        if budget == n_active:  # no ordering needed: logit and feature rows share the batches
+            layers = np.concatenate([np.full(n_logits, n_layers), prepared.features[:, 0]])
+            positions = np.concatenate([np.full(n_logits, n_pos - 1), prepared.features[:, 1]])
+            vectors = np.concatenate([logit_vecs, prepared.encoders])
+            edges[:, :logit_offset] = self.rows(params, prepared, layers, positions, vectors, batch_size)
+            row_node[n_logits:] = np.arange(n_active)
+            visited[:] = True
+            if bar is not None:
+                bar.update(n_active)
+        else:
+            edges[:n_logits, :logit_offset] = self.rows(
+                params, prepared, np.full(n_logits, n_layers), np.full(n_logits, n_pos - 1), logit_vecs, batch_size)
+        filled = n_logits + (budget if budget == n_active else 0)
+        while filled - n_logits < budget:
+            left = budget - (filled - n_logits)
+            influence = partial_influence(edges[:filled], row_node[:filled], probs)[:n_active]
+            ranked = np.argsort(-influence, kind="stable")
+            pending = ranked[~visited[ranked]][: min(update_interval * batch_size, left)]
+            block = self.rows(params, prepared, prepared.features[pending, 0], prepared.features[pending, 1],
+                              prepared.encoders[pending], batch_size)
+            edges[filled: filled + len(pending), :logit_offset] = block
+            row_node[filled: filled + len(pending)] = pending
+            visited[pending] = True
+            filled += len(pending)
+            if bar is not None:
+                bar.update(len(pending))
+        if bar is not None:
+            bar.close()
+        selected = np.flatnonzero(visited)
+        if budget < n_active:
+            edges = edges[:, np.concatenate([selected, np.arange(n_active, n_total)])]
+        edges = edges[np.argsort(row_node, kind="stable")]
+        size = edges.shape[1]
+        adjacency = np.zeros((size, size), np.float32)
+        adjacency[:budget] = edges[:budget]
+        adjacency[size - n_logits:] = edges[budget:]
+        return AttributionGraph(np.asarray(prepared.tokens), prepared.features, prepared.activations, selected,
+                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, n_layers,
+                                np.asarray(logit_vecs, np.float32))
