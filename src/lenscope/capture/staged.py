@@ -1,0 +1,118 @@
+"""Prefix reuse: a patched forward of a block-structured model that starts where the patch first acts.
+
+A patch inside block `l` cannot change the residual stream entering block `l`, so the patched forward may
+start there, from the unpatched run's stream, and skip blocks `0..l-1` (TransformerLens's start_at_layer).
+A patch of a whole block's output starts after that block. Under a causal mask, a patch that changes only
+positions from `first` on (a `RowPatch`) cannot change the earlier positions either: the run then computes
+only positions `first..`, with the earlier positions' stream as attention context, and the output's earlier
+positions are the unpatched run's. Both are exact: the same operations on the same values, fewer of them.
+
+Inside one compiled program the unpatched run is the same expression for every patch of a sweep, so XLA
+computes it once. Anything else (a patch outside the blocks, a model without the structure) runs the whole
+patched forward (`capture.patch.patched`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+from .backend import CaptureBackend
+from .patch import Patch, check_patch, patched
+
+__all__ = ["Plan", "RowPatch", "Staged", "plan", "reused_forward", "staged"]
+
+
+@runtime_checkable
+class Staged(Protocol):
+    """A causal decoder made of blocks, whose forward can be run in pieces (every reference Transformer)."""
+
+    def block_paths(self) -> Sequence[str]:
+        """The blocks' module paths, in forward order."""
+        ...
+
+    def residuals(self, *args: Any) -> tuple[Any, Sequence[jax.Array]]:
+        """(the forward's output, the residual stream [batch, seq, d] entering each block and after the last)."""
+        ...
+
+    def from_block(self, resid: jax.Array, start: int, context: Sequence[jax.Array] | None = None) -> Any:
+        """The output from `resid`, the stream entering block `start` (0..n_blocks); with `context`, resid
+        holds positions len(context[0]).. only and context[i] is the stream entering block start + i before."""
+        ...
+
+
+@runtime_checkable
+class RowPatch(Protocol):
+    """An output patch that changes only positions (axis 1) from `first` on: `first` is static."""
+
+    first: int
+
+    def __call__(self, out: Any) -> Any: ...
+
+    def from_row(self, first: int) -> Callable[[Any], Any]:
+        """The same patch for an output that holds only positions `first..` (first <= self.first)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a patched forward starts: block `start`, the stream entering it made by patching the output of
+    block `entry` (None: the unpatched stream), positions from `first` on."""
+
+    start: int
+    entry: str | None
+    first: int
+
+
+def staged(model: Any) -> Staged | None:
+    """The model as a Staged one, or None when it does not offer the block structure."""
+    return model if isinstance(model, Staged) else None
+
+
+def _block_of(path: str, blocks: Sequence[str]) -> int | None:
+    for i, block in enumerate(blocks):
+        if path == block or path.startswith(block + "/"):
+            return i
+    return None
+
+
+def plan(blocks: Sequence[str], patch: Patch, on: str = "output") -> Plan | None:
+    """Where the patched forward can start, or None when it must run whole (a path outside every block)."""
+    where = {path: _block_of(path, blocks) for path in patch}
+    if not where or None in where.values():
+        return None
+    start = min(where.values())  # type: ignore[type-var]
+    in_start = [path for path, i in where.items() if i == start]
+    entry = blocks[start] if on == "output" and in_start == [blocks[start]] else None
+    rows = list(patch.values())
+    first = min(fn.first for fn in rows) if on == "output" and all(isinstance(fn, RowPatch) for fn in rows) else 0
+    return Plan(start + 1 if entry else start, entry, first)
+
+
+def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "output",
+                   backend: CaptureBackend | None = None) -> Any:
+    """model(*args) with `patch` applied, run from where the patch first acts (else the whole patched forward)."""
+    patch = check_patch(patch, on)
+    where = plan(model.block_paths(), patch, on)
+    if where is None:
+        return patched(lambda *a: model(*a), args, patch, on=on, backend=backend)  # type: ignore[operator]
+    output, stream = model.residuals(*args)
+    resid = stream[where.start]
+    rest = dict(patch)
+    if where.entry is not None:
+        resid = rest.pop(where.entry)(resid)
+    first = where.first
+    if first and not (isinstance(output, jax.Array) and output.ndim >= 2 and resid.shape[1] > first):
+        first = 0  # position reuse needs a [batch, seq, ...] output; run every position instead
+    context = None
+    if first:
+        context = [s[:, :first] for s in stream[where.start:len(stream) - 1]]
+        resid = resid[:, first:]
+        rest = {path: fn.from_row(first) for path, fn in rest.items()}  # every one is a RowPatch (plan)
+    run = lambda r: model.from_block(r, where.start, context or None)  # noqa: E731
+    out = patched(run, (resid,), rest, on=on, backend=backend) if rest else run(resid)
+    return jnp.concatenate([output[:, :first], out], axis=1) if first else out
