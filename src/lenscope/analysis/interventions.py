@@ -53,7 +53,10 @@ class SetPosition:
         shape = [1] * out.ndim
         shape[self.axis] = out.shape[self.axis]
         picked = jnp.arange(out.shape[self.axis]).reshape(shape) == self.position
-        return jnp.where(picked, self.source, out)
+        source = self.source
+        if source.shape[self.axis] > out.shape[self.axis]:  # a run that stops at its read position
+            source = jax.lax.slice_in_dim(source, 0, out.shape[self.axis], axis=self.axis)
+        return jnp.where(picked, source, out)
 
     def from_row(self, first: int) -> SetPosition:
         """The same patch for an output holding only positions `first..` (of the sequence axis, 1)."""

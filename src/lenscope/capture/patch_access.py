@@ -15,7 +15,7 @@ import jax
 
 from .choose import backend_for
 from .patch import Patch, gradients, patched, record
-from .staged import reused_forward, staged
+from .staged import read, reused_forward, staged
 
 __all__ = ["CurrentBatch", "Interventions"]
 
@@ -92,9 +92,10 @@ class Interventions:
         model, args = self._bound(inputs)
         return (lambda *a: model(*a)), args
 
-    def forward(self, inputs: Any, patch: Patch | None = None, *,
-                on: Literal["output", "inputs"] = "output") -> Any:
+    def forward(self, inputs: Any, patch: Patch | None = None, *, on: Literal["output", "inputs"] = "output",
+                readout: int | None = None) -> Any:
         """The model's output on `inputs` with `patch` {path: fn} applied (see capture.patched); vmap-able.
+        `readout`: a position; only the output there (`output[:, readout]`) is returned, and computed.
 
         Inside a trace, a block-structured model starts the patched run where the patch first acts, from
         the unpatched run's residual stream (capture.staged: exact, and XLA computes that run once per
@@ -104,8 +105,8 @@ class Interventions:
         backend = backend_for(self.model)  # type: ignore[attr-defined]
         layered = staged(model)
         if patch and layered is not None and _traced(args):
-            return reused_forward(layered, args, patch, on=on, backend=backend)
-        return patched(lambda *a: model(*a), args, patch or {}, on=on, backend=backend)
+            return reused_forward(layered, args, patch, on=on, readout=readout, backend=backend)
+        return read(patched(lambda *a: model(*a), args, patch or {}, on=on, backend=backend), readout)
 
     def activations(self, inputs: Any, paths: Sequence[str], patch: Patch | None = None, *,
                     on: Literal["output", "inputs"] = "output") -> tuple[Any, dict]:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from .backend import CaptureBackend
 from .patch import Patch, check_patch, patched
 
-__all__ = ["Plan", "RowPatch", "Staged", "plan", "reused_forward", "staged"]
+__all__ = ["Plan", "RowPatch", "Staged", "plan", "read", "reused_forward", "staged"]
 
 
 @runtime_checkable
@@ -39,9 +39,11 @@ class Staged(Protocol):
         """(the forward's output, the residual stream [batch, seq, d] entering each block and after the last)."""
         ...
 
-    def from_block(self, resid: jax.Array, start: int, context: Sequence[jax.Array] | None = None) -> Any:
+    def from_block(self, resid: jax.Array, start: int, context: Sequence[jax.Array] | None = None,
+                   readout: int | None = None) -> Any:
         """The output from `resid`, the stream entering block `start` (0..n_blocks); with `context`, resid
-        holds positions len(context[0]).. only and context[i] is the stream entering block start + i before."""
+        holds positions len(context[0]).. only and context[i] is the stream entering block start + i before;
+        with `readout` (an index into resid's positions), the output at that position only."""
         ...
 
 
@@ -93,26 +95,44 @@ def plan(blocks: Sequence[str], patch: Patch, on: str = "output") -> Plan | None
     return Plan(start + 1 if entry else start, entry, first)
 
 
-def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "output",
+def read(output: Any, readout: int | None) -> Any:
+    """The output at position `readout` (axis 1), or the whole output when None."""
+    return output if readout is None else output[:, readout]
+
+
+def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "output", readout: int | None = None,
                    backend: CaptureBackend | None = None) -> Any:
-    """model(*args) with `patch` applied, run from where the patch first acts (else the whole patched forward)."""
+    """model(*args) with `patch` applied (at position `readout` only, when given), run from where the patch
+    first acts; the whole patched forward when it acts outside the blocks."""
     patch = check_patch(patch, on)
     where = plan(model.block_paths(), patch, on)
     if where is None:
-        return patched(lambda *a: model(*a), args, patch, on=on, backend=backend)  # type: ignore[operator]
+        full = patched(lambda *a: model(*a), args, patch, on=on, backend=backend)  # type: ignore[operator]
+        return read(full, readout)
     output, stream = model.residuals(*args)
+    seq = stream[0].shape[1]
+    if readout is not None:
+        readout %= seq
+        if where.first > readout:  # a causal patch after the read position cannot reach it
+            return output[:, readout]
     resid = stream[where.start]
     rest = dict(patch)
     if where.entry is not None:
         resid = rest.pop(where.entry)(resid)
-    first = where.first
-    if first and not (isinstance(output, jax.Array) and output.ndim >= 2 and resid.shape[1] > first):
-        first = 0  # position reuse needs a [batch, seq, ...] output; run every position instead
+    first = where.first if isinstance(output, jax.Array) and output.ndim >= 2 else 0
     context = None
     if first:
         context = [s[:, :first] for s in stream[where.start:len(stream) - 1]]
         resid = resid[:, first:]
         rest = {path: fn.from_row(first) for path, fn in rest.items()}  # every one is a RowPatch (plan)
-    run = lambda r: model.from_block(r, where.start, context or None)  # noqa: E731
+    # stopping at the read position changes the patched outputs' lengths: RowPatches outside the last block
+    # (which then computes one position) follow it; any other patch sees whole outputs, read afterwards
+    last = model.block_paths()[-1]
+    trim = readout if all(isinstance(fn, RowPatch) and _block_of(path, [last]) is None
+                          for path, fn in rest.items()) else None
+    at = None if trim is None else trim - first
+    run = lambda r: model.from_block(r, where.start, context or None, at)  # noqa: E731
     out = patched(run, (resid,), rest, on=on, backend=backend) if rest else run(resid)
-    return jnp.concatenate([output[:, :first], out], axis=1) if first else out
+    if trim is not None:
+        return out
+    return read(jnp.concatenate([output[:, :first], out], axis=1) if first else out, readout)

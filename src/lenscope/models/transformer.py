@@ -87,19 +87,30 @@ def residual(model: Any, tokens: Array, pos_embed: Array) -> Array:
     return residuals(model, tokens, pos_embed)[-1]
 
 
-def residual_from(model: Any, x: Array, start: int, context: Sequence[Array] | None = None) -> Array:
+def residual_from(model: Any, x: Array, start: int, context: Sequence[Array] | None = None,
+                  readout: int | None = None) -> Array:
     """The residual stream after the last block, from x, the stream entering block `start` (0..n_layers).
 
     With `context` (causal reuse), x holds only the positions from `first` = context[0]'s length on, and
     context[i] is the stream entering block start + i at the positions before: under the causal mask those
     are what a change from position `first` on cannot reach, so the run computes only the later positions.
+    With `readout` (an index into x's positions), only that position's stream [..., d_model] is returned:
+    the positions after it are never computed, and the last block computes only it.
     """
     blocks = list(model.blocks)[start:]
-    first = context[0].shape[-2] if context else 0
-    mask = causal_mask(first + x.shape[-2])[first:]
+    if readout is not None:
+        x = x[..., : readout + 1, :]
+        if not blocks:
+            return x[..., -1, :]
     for i, block in enumerate(blocks):
-        x = block(x, mask, context[i]) if context else block(x, mask)
-    return x
+        before = context[i] if context else None
+        if readout is not None and i == len(blocks) - 1:  # the last block: only the read position is needed
+            before = x[..., :-1, :] if before is None else jnp.concatenate([before, x[..., :-1, :]], axis=-2)
+            x = x[..., -1:, :]
+        offset = 0 if before is None else before.shape[-2]
+        mask = causal_mask(offset + x.shape[-2])[offset:]
+        x = block(x, mask) if before is None else block(x, mask, before)
+    return x[..., -1, :] if readout is not None else x
 
 
 class BlockStages:
@@ -118,9 +129,11 @@ class BlockStages:
         stream = residuals(self, tokens, self.pos_embed)  # type: ignore[attr-defined]
         return self.unembed_fn(stream[-1]), stream  # type: ignore[attr-defined]
 
-    def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None) -> Array:
-        """Logits from `resid`, the residual stream entering block `start` (see residual_from)."""
-        return self.unembed_fn(residual_from(self, resid, start, context))  # type: ignore[attr-defined]
+    def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None,
+                   readout: int | None = None) -> Array:
+        """Logits from `resid`, the residual stream entering block `start` (see residual_from); with `readout`,
+        the logits [batch, vocab] at that position only."""
+        return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
 
 class Attention(nn.Module):
