@@ -60,9 +60,9 @@ class EquinoxBackend:
         """TARGET's equinox.Module subclasses (None or a library base class: every module)."""
         return target_classes(target, eqx.Module)
 
-    def intercept(self, on_call: Interceptor) -> AbstractContextManager[None]:
+    def intercept(self, on_call: Interceptor, root: Any = None) -> AbstractContextManager[None]:
         """Report each Equinox module `__call__` made in this thread to on_call while the block runs."""
-        return self._interception.intercept(on_call)
+        return self._interception.intercept(on_call, root)
 
     def detach(self, module: eqx.Module) -> eqx.Module:
         """The module itself: Equinox modules are immutable values."""

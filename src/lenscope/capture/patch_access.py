@@ -95,7 +95,8 @@ class Interventions:
     def forward(self, inputs: Any, patch: Patch | None = None, *, on: Literal["output", "inputs"] = "output",
                 readout: int | None = None) -> Any:
         """The model's output on `inputs` with `patch` {path: fn} applied (see capture.patched); vmap-able.
-        `readout`: a position; only the output there (`output[:, readout]`) is returned, and computed.
+        `readout`: a position; of a [batch, seq, ...] output only that position (`output[:, readout]`) is
+        returned, and computed where the model allows (other outputs are returned whole).
 
         Inside a trace, a block-structured model starts the patched run where the patch first acts, from
         the unpatched run's residual stream (capture.staged: exact, and XLA computes that run once per

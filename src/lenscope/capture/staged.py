@@ -96,8 +96,8 @@ def plan(blocks: Sequence[str], patch: Patch, on: str = "output") -> Plan | None
 
 
 def read(output: Any, readout: int | None) -> Any:
-    """The output at position `readout` (axis 1), or the whole output when None."""
-    return output if readout is None else output[:, readout]
+    """The output at position `readout` (axis 1) of a [batch, seq, ...] output; other outputs (and None) whole."""
+    return output if readout is None or jnp.ndim(output) < 3 else output[:, readout]
 
 
 def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "output", readout: int | None = None,
@@ -132,7 +132,7 @@ def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "outpu
                           for path, fn in rest.items()) else None
     at = None if trim is None else trim - first
     run = lambda r: model.from_block(r, where.start, context or None, at)  # noqa: E731
-    out = patched(run, (resid,), rest, on=on, backend=backend) if rest else run(resid)
+    out = patched(run, (resid,), rest, on=on, backend=backend, root=model) if rest else run(resid)
     if trim is not None:
         return out
     return read(jnp.concatenate([output[:, :first], out], axis=1) if first else out, readout)

@@ -36,7 +36,7 @@ class ActivationPatching(InterventionOp):
         corrupted, acts, heads, metric, clean, bad = self.runs()
 
         def score(patch: Any, on: str = "output") -> jax.Array:
-            return normalized(metric(self.forward(corrupted, patch, on=on)), clean, bad)
+            return normalized(metric(self.answer_forward(corrupted, patch, on)), clean, bad)
 
         out = {"clean": clean, "corrupted": bad}
         if acts:
