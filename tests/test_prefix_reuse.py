@@ -13,7 +13,7 @@ from conftest import xla_compilations
 from flax import nnx
 
 from lenscope.analysis import AnalysisBase
-from lenscope.analysis.interventions import (
+from lenscope.analysis.sweeps import (
     logit_diff,
     position_sweep,
     set_position,

@@ -7,7 +7,7 @@ import mimetypes
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
-from lenscope.ui.lineage import is_figure
+from lenscope.ui.lineage_page import is_figure
 
 MAX_TEXT = 1 << 20  # bytes of a JSON or text artifact shown on a page; the download has all of it
 TEXT_SUFFIXES = frozenset({".txt", ".log", ".md", ".yaml", ".yml", ".csv", ".tsv", ".py", ".toml", ".ini", ".error"})

@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..interventions import correlation, normalized, position_chunk, position_sweep, set_head, sweep
+from ..sweeps import correlation, normalized, position_chunk, position_sweep, set_head, sweep
 from .base import root_label
-from .interventions_base import BLOCKS, HEADS, MODULES, InterventionOp
+from .intervention_op import BLOCKS, HEADS, MODULES, InterventionOp
 
 
 class ActivationPatching(InterventionOp):
