@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .config import field, hydrate, to_yaml
     from .errors import ConfigError, JobError, LenscopeError, StoreError, UsageError
     from .job_registry import job, jobs, resolve
+    from .models.pretrained import Pretrained, from_pretrained
     from .runner import build_job, run_analyses, run_job
     from .store import Node, NodeRecord, Payload, Query, Store
     from .training import BaseTrainer, TrainerConfig, TrainState
@@ -58,6 +59,7 @@ _EXPORTS = {
     "OpAnalysis": "lenscope.analysis.builtin",
     "Payload": "lenscope.store",
     "Phase": "lenscope.training.phase",
+    "Pretrained": "lenscope.models.pretrained",
     "Query": "lenscope.store",
     "Store": "lenscope.store",
     "StoreError": "lenscope.errors",
@@ -69,6 +71,7 @@ _EXPORTS = {
     "execute_analysis_op": "lenscope.analysis.running",
     "execute_analysis_step": "lenscope.analysis.running",
     "field": "lenscope.config",
+    "from_pretrained": "lenscope.models.pretrained",
     "hydrate": "lenscope.config",
     "job": "lenscope.job_registry",
     "jobs": "lenscope.job_registry",
@@ -97,6 +100,7 @@ __all__ = [
     "OpAnalysis",
     "Payload",
     "Phase",
+    "Pretrained",
     "Query",
     "Store",
     "StoreError",
@@ -108,6 +112,7 @@ __all__ = [
     "execute_analysis_op",
     "execute_analysis_step",
     "field",
+    "from_pretrained",
     "hydrate",
     "job",
     "jobs",

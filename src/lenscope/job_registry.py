@@ -17,7 +17,8 @@ T = TypeVar("T", bound=type)
 
 _JOBS: dict[str, type] = {}  # explicit registry: name -> job class
 _BUILTIN_MODULES = (
-    "lenscope.examples.grokking", "lenscope.examples.grokking_analyses", "lenscope.examples.grokking_probe")
+    "lenscope.examples.grokking", "lenscope.examples.grokking_analyses", "lenscope.examples.grokking_probe",
+    "lenscope.examples.lm")
 _FORMS = "a registered name (`lenscope jobs`), package.module:Class or path/to/file.py:Class"
 
 

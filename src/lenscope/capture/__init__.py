@@ -16,7 +16,7 @@ from .choose import LIBRARIES, backend_for, backends, resolve_backend
 from .debugger import debug, find
 from .inputs import DebugInputs
 from .linen import LinenBackend, module_path
-from .paths import CaptureError, format_paths, glob_regex, match_paths, validate_selection
+from .paths import CaptureError, format_paths, glob_regex, match_paths, tl_alias, validate_selection
 from .results import validate_result
 from .specs import abstract, signature
 
@@ -47,6 +47,7 @@ __all__ = [
     "module_path",
     "resolve_backend",
     "signature",
+    "tl_alias",
     "validate_result",
     "validate_selection",
 ]

@@ -17,7 +17,7 @@ from ..errors import UsageError, hint
 from .backend import CaptureBackend, ModuleCall
 from .choose import resolve_backend
 from .inputs import DebugInputs
-from .paths import CaptureError, format_paths
+from .paths import CaptureError, format_paths, tl_alias
 
 __all__ = ["ON", "Patch", "check_patch", "gradients", "patched", "record"]
 
@@ -34,7 +34,7 @@ def check_patch(patch: Any, on: str = "output") -> dict[str, Callable[[Any], Any
     for path, fn in patch.items():
         if not isinstance(path, str) or not callable(fn):
             raise UsageError(f"patch entries are module path (str) -> callable, got {path!r}: {fn!r}")
-    return dict(patch)
+    return {tl_alias(path): fn for path, fn in patch.items()}
 
 
 def _run(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], backend: CaptureBackend | None,
@@ -90,6 +90,7 @@ def record(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], patc
     on="inputs" records each path's first DebugInputs instead."""
     patch = check_patch(patch or {}, on)
     recorded: dict[str, Any] = {}
+    asked, paths = list(paths), [tl_alias(p) for p in paths]
 
     def intervene(call: ModuleCall, proceed: Callable[..., Any]) -> Any:
         if on == "inputs":
@@ -102,7 +103,7 @@ def record(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], patc
         return out
 
     output = _run(trace_fn, args, list(dict.fromkeys([*paths, *patch])), backend, intervene)
-    return output, {path: recorded[path] for path in paths}
+    return output, {name: recorded[path] for name, path in zip(asked, paths)}
 
 
 def _check_float(path: str, value: Any) -> None:
@@ -120,7 +121,7 @@ def gradients(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], m
     The gradient is taken with respect to a zero added to each path's first output, so it is the
     sensitivity to that activation with everything downstream recomputed (attribution patching, saliency).
     """
-    paths = list(paths)
+    paths = [tl_alias(p) for p in paths]
     patch = check_patch(patch or {})
     _, shapes = jax.eval_shape(lambda *a: record(trace_fn, a, paths, patch, backend=backend), *args)
     for path, shape in shapes.items():

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import UsageError, hint
 
-__all__ = ["NOTHING_SEEN", "CaptureError", "format_paths", "glob_regex", "match_paths", "validate_selection"]
+__all__ = ["NOTHING_SEEN", "CaptureError", "format_paths", "glob_regex", "match_paths", "tl_alias",
+           "validate_selection"]
 
 # Why a forward may show no module calls at all; interception sees Python calls, which a warm jit cache skips.
 NOTHING_SEEN = (
@@ -27,6 +28,15 @@ def format_paths(paths: Sequence[str]) -> str:
     if not paths:
         return "(none)"
     return ", ".join("'' (root)" if p == "" else repr(p) for p in paths)
+
+
+def tl_alias(name: str) -> str:
+    """A TransformerLens-style dotted name (`blocks.3.hook_resid_post`) as a module path (`blocks/3/hook_resid_post`).
+
+    A name with a dot and no slash is read that way (module paths join attribute names, which have no dots,
+    with '/'); any other name is returned unchanged.
+    """
+    return name.replace(".", "/") if "." in name and "/" not in name else name
 
 
 def glob_regex(pattern: str) -> re.Pattern:
@@ -49,7 +59,7 @@ def glob_regex(pattern: str) -> re.Pattern:
 def match_paths(patterns: str | Sequence[str], paths: Sequence[str]) -> list[str]:
     """Discovered paths matching any glob, in discovery (call) order; the root is '' and matches '' or '**'."""
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    compiled = [glob_regex(p) for p in patterns]
+    compiled = [glob_regex(tl_alias(p)) for p in patterns]
     return [path for path in paths if any(regex.match(path) for regex in compiled)]
 
 
@@ -74,6 +84,8 @@ def validate_selection(selection: Any, discovered: Sequence[str]) -> tuple[list[
         if not isinstance(path, str):
             raise CaptureError(f"{expected}; {where}is {type(path).__name__} {path!r}. "
                                f"Discovered: {format_paths(known)}")
+        if path not in known and tl_alias(path) in known:
+            paths[i] = path = tl_alias(path)
         if path not in known:
             raise CaptureError(f"select() {where}returned unknown path {path!r}{hint(path, known)}. "
                                f"Discovered: {format_paths(known)}")

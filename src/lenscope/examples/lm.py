@@ -1,0 +1,141 @@
+"""Language-model jobs on a pretrained checkpoint: `lm/train` (fine-tune) and `lm/eval` (loss and perplexity).
+
+`model/pretrained=PATH` names a local Hugging Face folder (or a repo id in the local HF cache) and
+`data/text=PATH` local text; every analysis, op and intervention then runs on the pretrained model, on a
+checkpoint (`--base`) or in tandem with fine-tuning, like on any other trainer's model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ..config import field
+from ..errors import ConfigError
+from ..job_registry import job
+from ..training import BaseTrainer, TrainerConfig
+from ..training.data import ArrayData
+from ..training.phase import Phase, session
+from .lm_text import read_texts, token_rows
+
+__all__ = ["LmConfig", "LmEval", "LmTrainer", "token_loss"]
+
+PROCESSING = ("fold_ln", "center_writing_weights", "center_unembed", "fold_value_biases")
+
+
+@dataclass
+class LmConfig(TrainerConfig):
+    """The checkpoint, its weight processing, and the local text of a language-model job."""
+
+    pretrained: str | None = field("model/pretrained", default=None,
+                                   help="local Hugging Face model folder, or a repo id in the local HF cache")
+    dtype: Literal["float32", "bfloat16"] = field("model/dtype", default="float32", help="weights' dtype")
+    fold_ln: bool = field("model/fold_ln", default=False, help="fold each norm's scale (and bias) into the next "
+                          "linear layer (TransformerLens's fold_ln)")
+    center_writing_weights: bool = field("model/center_writing_weights", default=False,
+                                         help="remove the mean over d_model of every write to the residual stream "
+                                              "(LayerNorm models)")
+    center_unembed: bool = field("model/center_unembed", default=False,
+                                 help="remove each position's mean over the vocabulary from the unembedding")
+    fold_value_biases: bool = field("model/fold_value_biases", default=False,
+                                    help="move the value biases into the attention output bias")
+    text: str | None = field("data/text", default=None, help="a .txt, .jsonl or .parquet file or a folder of them")
+    text_key: str = field("data/text_key", default="text", help="the field holding the text in .jsonl/.parquet")
+    seq_len: int = field("data/seq_len", default=128, gt=0, help="tokens per example")
+    packing: Literal["packed", "padded"] = field("data/packing", default="packed",
+                                                 help="packed: documents joined and cut into full rows; padded: "
+                                                      "one document per row")
+    validation_fraction: float = field("data/validation_fraction", default=0.1, ge=0, lt=1,
+                                       help="the last fraction of rows held out for validation")
+    max_documents: int = field("data/max_documents", default=0, ge=0, help="read at most this many documents; 0: all")
+    steps: int = field("training/steps", default=100)
+    batch_size: int = field("training/batch_size", default=8)
+    lr: float = field("optimization/lr", default=1e-5)
+    validation_interval: int = field("logging/validation_interval", default=50)
+    checkpoint_interval: int = field("logging/checkpoint_interval", default=100)
+
+
+def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(mean next-token cross-entropy, accuracy) over the positions where `mask` is 1."""
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), targets)
+    weight = mask.astype(jnp.float32)
+    total = jnp.maximum(weight.sum(), 1.0)
+    return (ce * weight).sum() / total, ((jnp.argmax(logits, -1) == targets) * weight).sum() / total
+
+
+@job("lm/train")
+class LmTrainer(BaseTrainer[LmConfig, Any]):
+    """Fine-tune a pretrained decoder on local text with next-token cross-entropy (AdamW)."""
+
+    CONFIG = LmConfig
+
+    @cached_property
+    def pretrained(self) -> Any:
+        """The checkpoint loaded once (weights, tokenizer, config), weight processing applied."""
+        if not self.args.pretrained:
+            raise ConfigError("model/pretrained is required: a local Hugging Face model folder, e.g. "
+                              "model/pretrained=~/models/gpt2, or a repo id in the local HF cache")
+        # lazy: equinox and the decoder load only for language-model jobs
+        from ..models.pretrained import from_pretrained, process
+        loaded = from_pretrained(self.args.pretrained, dtype=self.args.dtype)
+        chosen = {name: getattr(self.args, name) for name in PROCESSING}
+        loaded.model = process(loaded.model, **chosen)
+        return loaded
+
+    def build_model(self) -> Any:
+        """The pretrained Decoder (an Equinox module holding the checkpoint's weights)."""
+        return self.pretrained.model
+
+    def build_data(self) -> ArrayData:
+        """Local text tokenized into `inputs`/`targets` rows; the last validation_fraction held out."""
+        a = self.args
+        if not a.text:
+            raise ConfigError("data/text is required: a .txt, .jsonl or .parquet file or a folder of them")
+        tokenizer = self.pretrained.tokenizer
+        if tokenizer is None:
+            raise ConfigError(f"{self.pretrained.path} has no tokenizer.json, which LM jobs read text with")
+        texts = read_texts(a.text, a.text_key)
+        texts = texts[: a.max_documents] if a.max_documents else texts
+        documents = [tokenizer.encode(t) for t in texts]
+        eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        rows = token_rows(documents, a.seq_len, a.packing, eos=eos, pad=tokenizer.pad_token_id)
+        count = len(rows["inputs"])
+        held = max(1, int(round(count * a.validation_fraction))) if a.validation_fraction > 0 else 0
+        if held >= count:
+            raise ConfigError(f"the text gives {count} rows of data/seq_len={a.seq_len}; too few to hold out "
+                              f"data/validation_fraction={a.validation_fraction} and still train")
+        train = {k: v[: count - held] for k, v in rows.items()}
+        validation = {k: v[count - held:] for k, v in rows.items()} if held else train
+        return ArrayData({"train": train, "validation": validation, "test": validation}, a.batch_size, a.seed)
+
+    def model_inputs(self, batch: Mapping[str, Any]) -> tuple:
+        """(token ids, attention mask)."""
+        return batch["inputs"], batch["attention_mask"]
+
+    def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
+        """Logits of a residual stream through the final norm and unembedding (logit lens)."""
+        return self.module(params).unembed_fn(resid)
+
+    def loss(self, params: Any, batch: Mapping[str, jax.Array], key: jax.Array) -> tuple[jax.Array, dict]:
+        """Mean next-token cross-entropy over the real target positions, with accuracy."""
+        logits = self.module(params)(*self.model_inputs(batch))
+        loss, accuracy = token_loss(logits, batch["targets"], batch["target_mask"])
+        return loss, {"accuracy": accuracy}
+
+
+@job("lm/eval")
+class LmEval(LmTrainer):
+    """Loss, accuracy and perplexity of a pretrained model (or a fine-tuned checkpoint, `--base`) on local text."""
+
+    def run(self) -> None:
+        """Evaluate every validation row once (no training); records test/loss, test/accuracy, test/perplexity."""
+        with session(self, Phase.TEST):
+            means = self._test_split("test")
+            self.lineage.record({"test/perplexity": math.exp(means["loss"])})

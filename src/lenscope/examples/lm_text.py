@@ -1,0 +1,90 @@
+"""Local text for language-model jobs: .txt, .jsonl and .parquet files, tokenized, then packed or padded.
+
+Packed: documents joined with an end-of-text token and cut into rows of seq_len + 1 tokens (no padding).
+Padded: one document per row, truncated to seq_len + 1 tokens and right-padded (attention_mask 0).
+Each row becomes `inputs` [seq_len], `targets` (the next tokens), `attention_mask`, `target_mask`, and
+`labels`: the token after the last input, the answer the patching ops score at position -1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["SUFFIXES", "read_texts", "token_rows"]
+
+SUFFIXES = (".txt", ".jsonl", ".parquet")
+
+
+def _files(path: str | Path) -> list[Path]:
+    root = Path(path).expanduser()
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES)
+        if not files:
+            raise ConfigError(f"data/text={str(path)!r} is a folder with no {', '.join(SUFFIXES)} files")
+        return files
+    if not root.is_file():
+        raise ConfigError(f"data/text={str(path)!r}: no such file or folder; expected a {', '.join(SUFFIXES)} "
+                          "file or a folder of them")
+    if root.suffix not in SUFFIXES:
+        raise ConfigError(f"data/text={str(path)!r}: unknown suffix {root.suffix!r}; expected one of "
+                          f"{', '.join(SUFFIXES)}")
+    return [root]
+
+
+def _column(rows: Sequence[Any], key: str, where: Path) -> list[str]:
+    texts = []
+    for i, row in enumerate(rows):
+        value = row.get(key) if isinstance(row, dict) else None
+        if not isinstance(value, str):
+            found = ", ".join(sorted(row)) if isinstance(row, dict) else type(row).__name__
+            raise ConfigError(f"{where} record {i} has no string field {key!r} (data/text_key); it has: {found}")
+        texts.append(value)
+    return texts
+
+
+def read_texts(path: str | Path, key: str = "text") -> list[str]:
+    """The documents of a file or folder: a .txt file's non-empty lines, a .jsonl or .parquet column `key`."""
+    texts: list[str] = []
+    for file in _files(path):
+        if file.suffix == ".txt":
+            texts += [line for line in file.read_text().splitlines() if line.strip()]
+        elif file.suffix == ".jsonl":
+            texts += _column([json.loads(line) for line in file.read_text().splitlines() if line.strip()], key, file)
+        else:
+            import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only parquet input needs it
+            table = pq.read_table(file)
+            if key not in table.column_names:
+                raise ConfigError(f"{file} has no column {key!r} (data/text_key); columns: "
+                                  f"{', '.join(table.column_names)}")
+            texts += _column([{key: v} for v in table.column(key).to_pylist()], key, file)
+    if not texts:
+        raise ConfigError(f"data/text={str(path)!r} holds no text")
+    return texts
+
+
+def token_rows(documents: Sequence[Sequence[int]], seq_len: int, mode: Literal["packed", "padded"], *,
+               eos: int, pad: int) -> dict[str, np.ndarray]:
+    """Rows of seq_len + 1 tokens as the arrays an LM batch holds (see the module docstring)."""
+    width = seq_len + 1
+    if mode == "packed":
+        stream = np.asarray([t for doc in documents for t in (*doc, eos)], np.int32)
+        count = len(stream) // width
+        if count == 0:
+            raise ConfigError(f"the text has {len(stream)} tokens, fewer than one row of data/seq_len + 1 = {width}")
+        rows, mask = stream[: count * width].reshape(count, width), np.ones((count, width), np.int32)
+    elif mode == "padded":
+        rows, mask = np.full((len(documents), width), pad, np.int32), np.zeros((len(documents), width), np.int32)
+        for i, doc in enumerate(documents):
+            kept = list(doc)[:width]
+            rows[i, : len(kept)], mask[i, : len(kept)] = kept, 1
+    else:
+        raise ConfigError(f"data/packing={mode!r}: expected 'packed' or 'padded'")
+    return {"inputs": rows[:, :-1], "targets": rows[:, 1:], "attention_mask": mask[:, :-1],
+            "target_mask": mask[:, 1:] * mask[:, :-1], "labels": rows[:, -1]}

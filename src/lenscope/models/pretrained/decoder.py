@@ -1,0 +1,297 @@
+"""The one architecture-generic decoder (Equinox): every supported family is a DecoderConfig, not a copy.
+
+Module paths follow the reference Transformers (`embed`, `blocks/{i}`, `blocks/{i}/attn` with `query`, `key`,
+`value`, `out`, `blocks/{i}/mlp` with `fc_in`, `fc_out`, `ln_final`, `unembed`), and identity hook points carry
+TransformerLens's names (`blocks/{i}/hook_resid_post`, `blocks/{i}/attn/hook_pattern`, `blocks/{i}/ln1/hook_scale`),
+so `blocks.3.hook_resid_post` names `blocks/3/hook_resid_post`. The forward can start from the residual stream
+entering any block (`resid=`, `start_at_layer=`) and stop before any (`stop_at_layer=`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ..equinox.layers import Dense, Embed
+from .config import DecoderConfig
+from .layers import ACTIVATIONS, Hook, Norm, rotate
+
+Array = jax.Array
+
+__all__ = ["KV", "Attention", "Block", "Decoder", "MLP", "Unembed", "positions_of"]
+
+
+class KV(NamedTuple):
+    """One layer's key/value cache [batch, slots, kv_heads, d_head]."""
+
+    k: Array
+    v: Array
+
+
+def positions_of(attention_mask: Array | None, batch: int, seq: int) -> Array:
+    """Position ids [batch, seq]: counted over the unmasked tokens (left padding starts at 0), else 0..seq-1."""
+    if attention_mask is None:
+        return jnp.broadcast_to(jnp.arange(seq), (batch, seq))
+    return jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+def _norm(cfg: DecoderConfig, features: int | None = None) -> Norm:
+    return Norm(features or cfg.d_model, cfg.norm, cfg.norm_eps, cfg.norm_offset)
+
+
+class Attention(eqx.Module):
+    """Causal self-attention with grouped key/value heads, optional rotary, q/k norms, soft-cap and window."""
+
+    query: Dense
+    key: Dense
+    value: Dense
+    out: Dense
+    q_norm: Norm | None
+    k_norm: Norm | None
+    hook_q: Hook
+    hook_k: Hook
+    hook_v: Hook
+    hook_rot_q: Hook
+    hook_rot_k: Hook
+    hook_attn_scores: Hook
+    hook_pattern: Hook
+    hook_z: Hook
+    freqs: tuple[float, ...] | None = eqx.field(static=True)
+    window: int | None = eqx.field(static=True)
+    scale: float = eqx.field(static=True)
+    softcap: float | None = eqx.field(static=True)
+
+    def __init__(self, cfg: DecoderConfig, layer: int, *, key: Array) -> None:
+        kq, kk, kv, ko = jax.random.split(key, 4)
+        d, h, g = cfg.d_head, cfg.n_heads, cfg.n_kv_heads
+        self.query = Dense(cfg.d_model, (h, d), use_bias=cfg.qkv_bias, key=kq)
+        self.key = Dense(cfg.d_model, (g, d), use_bias=cfg.qkv_bias, key=kk)
+        self.value = Dense(cfg.d_model, (g, d), use_bias=cfg.qkv_bias, key=kv)
+        self.out = Dense((h, d), cfg.d_model, axis=(-2, -1), use_bias=cfg.out_bias, key=ko)
+        self.q_norm = _norm(cfg, d) if cfg.qk_norm else None
+        self.k_norm = _norm(cfg, d) if cfg.qk_norm else None
+        (self.hook_q, self.hook_k, self.hook_v, self.hook_rot_q, self.hook_rot_k, self.hook_attn_scores,
+         self.hook_pattern, self.hook_z) = (Hook() for _ in range(8))
+        self.freqs, self.window = cfg.freqs(layer), cfg.window(layer)
+        self.scale, self.softcap = cfg.attn_scale, cfg.attn_softcap
+
+    def __call__(self, x: Array, attention_mask: Array | None, positions: Array, cache: KV | None = None,
+                 index: Array | int = 0, return_pattern: bool = False) -> Array | tuple:
+        """Attend over x [b, q, d_model] (or over `cache` with x written at slot `index`).
+
+        attention_mask [b, keys] marks the keys that exist (1) and padding (0). Returns the output, with
+        the pattern when `return_pattern`, with the updated cache when a cache is given.
+        """
+        q, k, v = self.hook_q(self.query(x)), self.hook_k(self.key(x)), self.hook_v(self.value(x))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.freqs is not None:
+            q, k = self.hook_rot_q(rotate(q, positions, self.freqs)), self.hook_rot_k(rotate(k, positions, self.freqs))
+        if cache is not None:
+            start = (0, index, 0, 0)
+            k = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), start)
+            v = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), start)
+            cache = KV(k, v)
+        groups = q.shape[-2] // k.shape[-2]
+        keys, values = jnp.repeat(k, groups, axis=-2), jnp.repeat(v, groups, axis=-2)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, keys) * jnp.asarray(self.scale, q.dtype)
+        scores = scores.astype(jnp.float32)
+        if self.softcap is not None:
+            scores = jnp.tanh(scores / self.softcap) * self.softcap
+        q_idx = index + jnp.arange(q.shape[1])[:, None]
+        k_idx = jnp.arange(keys.shape[1])[None, :]
+        allowed = k_idx <= q_idx
+        if self.window is not None:
+            allowed = allowed & (k_idx > q_idx - self.window)
+        allowed = allowed[None, None]
+        if attention_mask is not None:
+            allowed = allowed & (attention_mask[:, None, None, :] > 0)
+        scores = self.hook_attn_scores(jnp.where(allowed, scores, jnp.finfo(jnp.float32).min))
+        pattern = self.hook_pattern(jax.nn.softmax(scores, axis=-1))
+        z = self.hook_z(jnp.einsum("bhqk,bkhd->bqhd", pattern.astype(values.dtype), values))
+        y = self.out(z)
+        if cache is not None:
+            return y, cache
+        return (y, pattern) if return_pattern else y
+
+
+class MLP(eqx.Module):
+    """act(gate x) * fc_in x -> fc_out (gated: Llama, Gemma) or act(fc_in x) -> fc_out (GPT-2, GPT-NeoX).
+
+    `hook_pre` is the activation's input, `hook_pre_linear` the gated MLP's linear branch, `hook_post` the neurons.
+    """
+
+    fc_in: Dense
+    gate: Dense | None
+    fc_out: Dense
+    hook_pre: Hook
+    hook_pre_linear: Hook
+    hook_post: Hook
+    activation: str = eqx.field(static=True)
+
+    def __init__(self, cfg: DecoderConfig, *, key: Array) -> None:
+        k_in, k_gate, k_out = jax.random.split(key, 3)
+        self.fc_in = Dense(cfg.d_model, cfg.d_mlp, use_bias=cfg.mlp_bias, key=k_in)
+        self.gate = Dense(cfg.d_model, cfg.d_mlp, use_bias=cfg.mlp_bias, key=k_gate) if cfg.gated else None
+        self.fc_out = Dense(cfg.d_mlp, cfg.d_model, use_bias=cfg.mlp_bias, key=k_out)
+        self.hook_pre, self.hook_pre_linear, self.hook_post = Hook(), Hook(), Hook()
+        self.activation = cfg.activation
+
+    def __call__(self, x: Array) -> Array:
+        """Apply the MLP to x [..., d_model]."""
+        act = ACTIVATIONS[self.activation]
+        if self.gate is None:
+            post = act(self.hook_pre(self.fc_in(x)))
+        else:
+            post = act(self.hook_pre(self.gate(x))) * self.hook_pre_linear(self.fc_in(x))
+        return self.fc_out(self.hook_post(post))
+
+
+class Block(eqx.Module):
+    """One residual block, sequential (x + attn, then + mlp) or parallel (x + attn(ln1 x) + mlp(ln2 x))."""
+
+    ln1: Norm
+    attn: Attention
+    ln1_post: Norm | None
+    ln2: Norm
+    mlp: MLP
+    ln2_post: Norm | None
+    hook_resid_pre: Hook
+    hook_attn_out: Hook
+    hook_resid_mid: Hook
+    hook_mlp_in: Hook
+    hook_mlp_out: Hook
+    hook_resid_post: Hook
+    parallel: bool = eqx.field(static=True)
+
+    def __init__(self, cfg: DecoderConfig, layer: int, *, key: Array) -> None:
+        k_attn, k_mlp = jax.random.split(key)
+        self.ln1, self.ln2 = _norm(cfg), _norm(cfg)
+        self.attn = Attention(cfg, layer, key=k_attn)
+        self.mlp = MLP(cfg, key=k_mlp)
+        self.ln1_post = _norm(cfg) if cfg.post_norms else None
+        self.ln2_post = _norm(cfg) if cfg.post_norms else None
+        (self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid, self.hook_mlp_in, self.hook_mlp_out,
+         self.hook_resid_post) = (Hook() for _ in range(6))
+        self.parallel = cfg.parallel
+
+    def __call__(self, x: Array, attention_mask: Array | None, positions: Array, cache: KV | None = None,
+                 index: Array | int = 0) -> Array | tuple[Array, KV]:
+        """Update the residual stream x [b, s, d_model] (and the layer's cache when one is given)."""
+        x = self.hook_resid_pre(x)
+        attended = self.attn(self.ln1(x), attention_mask, positions, cache, index)
+        attended, cache = attended if cache is not None else (attended, None)
+        if self.ln1_post is not None:
+            attended = self.ln1_post(attended)
+        attended = self.hook_attn_out(attended)
+        if self.parallel:
+            out = self.hook_mlp_out(self._mlp(x)) + attended + x
+        else:
+            x = self.hook_resid_mid(x + attended)
+            out = x + self.hook_mlp_out(self._mlp(x))
+        out = self.hook_resid_post(out)
+        return out if cache is None else (out, cache)
+
+    def _mlp(self, resid: Array) -> Array:
+        y = self.mlp(self.ln2(self.hook_mlp_in(resid)))
+        return y if self.ln2_post is None else self.ln2_post(y)
+
+
+class Unembed(eqx.Module):
+    """Logits from the final residual: x . kernel (+ bias), or x . embeddingᵀ when tied; Gemma 2's final soft-cap.
+
+    Checkpoints have no unembedding bias; folding a LayerNorm's bias into the unembedding makes one.
+    """
+
+    kernel: Array | None
+    bias: Array | None
+    softcap: float | None = eqx.field(static=True)
+
+    def __init__(self, cfg: DecoderConfig, *, key: Array) -> None:
+        init = jax.nn.initializers.lecun_normal()
+        self.kernel = None if cfg.tied else init(key, (cfg.d_model, cfg.vocab_size), jnp.float32)
+        self.bias = None
+        self.softcap = cfg.final_softcap
+
+    def __call__(self, x: Array, embedding: Array | None = None) -> Array:
+        """Logits [..., vocab] of x [..., d_model]; `embedding` [vocab, d_model] is used when tied."""
+        logits = x @ (self.kernel if self.kernel is not None else embedding.T)
+        if self.bias is not None:
+            logits = logits + self.bias
+        if self.softcap is not None:
+            logits = (jnp.tanh(logits.astype(jnp.float32) / self.softcap) * self.softcap).astype(logits.dtype)
+        return logits
+
+
+class Decoder(eqx.Module):
+    """A decoder-only language model built from a DecoderConfig: token ids [b, s] -> logits [b, s, vocab]."""
+
+    embed: Embed
+    pos_embed: Embed | None
+    hook_embed: Hook
+    hook_pos_embed: Hook
+    blocks: list[Block]
+    ln_final: Norm | None
+    unembed: Unembed
+    config: DecoderConfig = eqx.field(static=True)
+
+    def __init__(self, config: DecoderConfig, *, key: Array) -> None:
+        k_embed, k_pos, k_out, *k_blocks = jax.random.split(key, 3 + config.n_layers)
+        self.config = config
+        self.embed = Embed(config.vocab_size, config.d_model, key=k_embed)
+        self.pos_embed = Embed(config.n_positions, config.d_model, key=k_pos) if config.n_positions else None
+        self.hook_embed, self.hook_pos_embed = Hook(), Hook()
+        self.blocks = [Block(config, i, key=k) for i, k in enumerate(k_blocks)]
+        self.ln_final = _norm(config) if config.final_norm else None
+        self.unembed = Unembed(config, key=k_out)
+
+    def __call__(self, tokens: Array | None = None, attention_mask: Array | None = None, *,
+                 resid: Array | None = None, start_at_layer: int = 0, stop_at_layer: int | None = None,
+                 positions: Array | None = None, deterministic: bool = True) -> Array:
+        """Logits [b, s, vocab] of tokens [b, s]; attention_mask [b, s] (1 token, 0 padding) for padded batches.
+
+        With `resid` [b, s, d_model] (and `start_at_layer=l`) the forward starts from the residual stream
+        entering block l; with `stop_at_layer=l` it returns the residual stream entering block l instead.
+        """
+        if resid is None:
+            if tokens is None:
+                raise TypeError("Decoder() needs tokens [batch, seq], or resid= with start_at_layer=")
+            batch, seq = tokens.shape
+        else:
+            batch, seq = resid.shape[:2]
+        if positions is None:
+            positions = positions_of(attention_mask, batch, seq)
+        x = self.embed_tokens(tokens, positions) if resid is None else resid
+        for block in self.blocks[start_at_layer:stop_at_layer]:
+            x = block(x, attention_mask, positions)
+        if stop_at_layer is not None and stop_at_layer < len(self.blocks):
+            return x
+        return self.unembed_fn(x)
+
+    def embed_tokens(self, tokens: Array, positions: Array) -> Array:
+        """The residual stream entering block 0: token (and learned position) embeddings, scaled for Gemma."""
+        x = self.hook_embed(self.embed(tokens))
+        if self.config.embed_scale is not None:
+            x = x * jnp.asarray(self.config.embed_scale, x.dtype)
+        if self.pos_embed is not None:
+            x = x + self.hook_pos_embed(self.pos_embed(positions))
+        return x
+
+    def unembed_fn(self, resid: Array) -> Array:
+        """Logits of a residual stream [..., d_model]: the final norm, then the unembedding (logit lens)."""
+        if self.ln_final is not None:
+            resid = self.ln_final(resid)
+        return self.unembed(resid, self.embed.embedding)
+
+    def step(self, tokens: Array, attention_mask: Array, positions: Array, caches: list[KV],
+             index: Array | int) -> tuple[Array, list[KV]]:
+        """Logits of tokens [b, q] written at cache slot `index`, and the updated caches (generation)."""
+        x = self.embed_tokens(tokens, positions)
+        updated = []
+        for block, cache in zip(self.blocks, caches):
+            x, cache = block(x, attention_mask, positions, cache, index)
+            updated.append(cache)
+        return self.unembed_fn(x), updated

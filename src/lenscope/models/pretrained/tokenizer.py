@@ -1,0 +1,82 @@
+"""Text to token ids and back with the Hugging Face `tokenizers` package, from a checkpoint's tokenizer.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ...errors import UsageError
+
+__all__ = ["Tokenizer", "load_tokenizer"]
+
+
+class Tokenizer:
+    """`to_tokens` (padded ids and attention mask), `to_string`, BOS handling; left or right padding."""
+
+    def __init__(self, backend: Any, bos_token_id: int | None = None, eos_token_id: int | None = None,
+                 pad_token_id: int | None = None) -> None:
+        self.backend = backend
+        self.bos_token_id, self.eos_token_id = bos_token_id, eos_token_id
+        self.pad_token_id = pad_token_id if pad_token_id is not None else (eos_token_id or 0)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **ids: int | None) -> Tokenizer:
+        """A Tokenizer from a tokenizer.json file."""
+        try:
+            # lazy: only text jobs need the tokenizers package
+            from tokenizers import Tokenizer as Backend
+        except ImportError:
+            raise UsageError("reading tokenizer.json needs the tokenizers package: pip install tokenizers") from None
+        return cls(Backend.from_file(str(path)), **ids)
+
+    def encode(self, text: str, prepend_bos: bool | None = None) -> list[int]:
+        """Token ids of one text: the tokenizer's own special tokens, and a BOS first when `prepend_bos`."""
+        ids = list(self.backend.encode(text, add_special_tokens=prepend_bos is not False).ids)
+        if prepend_bos and self.bos_token_id is not None and (not ids or ids[0] != self.bos_token_id):
+            ids.insert(0, self.bos_token_id)
+        if prepend_bos is False and ids and ids[0] == self.bos_token_id:
+            ids = ids[1:]
+        return ids
+
+    def to_tokens(self, texts: str | Sequence[str], prepend_bos: bool | None = None,
+                  padding_side: Literal["left", "right"] = "right") -> tuple[np.ndarray, np.ndarray]:
+        """(ids [batch, seq] int32, attention_mask [batch, seq] int32) of one text or several, padded to the longest."""
+        if padding_side not in ("left", "right"):
+            raise UsageError(f"padding_side={padding_side!r}: expected 'left' or 'right'")
+        rows = [self.encode(t, prepend_bos) for t in ([texts] if isinstance(texts, str) else texts)]
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self.pad_token_id, np.int32)
+        mask = np.zeros((len(rows), width), np.int32)
+        for i, row in enumerate(rows):
+            span = slice(width - len(row), width) if padding_side == "left" else slice(0, len(row))
+            ids[i, span], mask[i, span] = row, 1
+        return ids, mask
+
+    def to_string(self, ids: Any, skip_special_tokens: bool = False) -> str | list[str]:
+        """The text of ids [seq] (a string) or [batch, seq] (a list of strings)."""
+        array = np.asarray(ids)
+        if array.ndim == 1:
+            return self.backend.decode(array.tolist(), skip_special_tokens=skip_special_tokens)
+        return [self.backend.decode(row.tolist(), skip_special_tokens=skip_special_tokens) for row in array]
+
+
+def load_tokenizer(folder: Path, config: dict[str, Any]) -> Tokenizer | None:
+    """The folder's tokenizer.json as a Tokenizer (ids from config.json and tokenizer_config.json), or None."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        return None
+    ids = {k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    extra = folder / "tokenizer_config.json"
+    if extra.is_file():
+        settings = json.loads(extra.read_text())
+        backend_ids = Tokenizer.from_file(path)
+        for key in ("bos", "eos", "pad"):
+            token = settings.get(f"{key}_token")
+            token = token.get("content") if isinstance(token, dict) else token
+            if token is not None and ids.get(f"{key}_token_id") is None:
+                ids[f"{key}_token_id"] = backend_ids.backend.token_to_id(token)
+    return Tokenizer.from_file(path, **{k: (v if isinstance(v, int) else None) for k, v in ids.items()})

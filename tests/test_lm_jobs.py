@@ -1,0 +1,93 @@
+"""lm/eval and lm/train on a tiny pretrained Llama with a tokenizer and local text: the loss equals
+transformers' on the same rows, fine-tuning checkpoints on the lineage with a tandem analysis that selects by
+TransformerLens names, and the built-in ops run on the checkpoint."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hf_models import checkpoint, save_tokenizer, text_file, torch_or_skip  # noqa: E402
+
+import lenscope.ops  # noqa: E402
+from lenscope import AnalysisBase, Store, run_job  # noqa: E402
+from lenscope.errors import ConfigError  # noqa: E402
+from lenscope.examples.lm import LmEval, LmTrainer  # noqa: E402
+
+torch, _ = torch_or_skip()
+
+
+class ResidNorms(AnalysisBase, LmTrainer):
+    """Mean norm of the last block's output, selected by its TransformerLens name."""
+
+    NAME = "resid_norms"
+
+    def select(self, paths):
+        return ["blocks.1.hook_resid_post", "blocks.0.attn.hook_pattern"]
+
+    def analyze(self, layers, inputs):
+        resid = inputs[0]["x"]
+        return {"norm": jnp.linalg.norm(resid, axis=-1).mean(), "pattern_rows": inputs[1]["x"].sum(-1).mean()}
+
+    def plot(self, results):
+        return {name: float(value) for name, value in results.items()}
+
+
+class WatchedLm(LmTrainer):
+    ANALYSIS = (ResidNorms,)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("lm")
+    hf, folder = checkpoint("llama")
+    save_tokenizer(folder)
+    corpus = text_file(root)
+    config = [f"model/pretrained={folder}", f"data/text={corpus}", "data/seq_len=16", "training/batch_size=4",
+              "data/validation_fraction=0.25", f"logging/results={root / 'results'}"]
+    return {"hf": hf, "folder": folder, "config": config, "store": Store(root / "runs")}
+
+
+def test_lm_eval_matches_transformers_loss(setup: dict) -> None:
+    trainer = LmEval(setup["config"], store=setup["store"])
+    node = run_job(trainer)
+    values = setup["store"].values(node)
+    rows = trainer.data.splits["test"]
+    count = trainer.data.num_batches("test") * trainer.data.global_batch_size("test")
+    with torch.no_grad():
+        logits = setup["hf"](torch.tensor(rows["inputs"][:count])).logits
+        ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                torch.tensor(rows["targets"][:count]).reshape(-1).long())
+    assert abs(values["test/loss"] - float(ref)) < 1e-4
+    assert values["test/perplexity"] == pytest.approx(math.exp(values["test/loss"]))
+
+
+def test_lm_train_with_tandem_analysis_then_ops_on_the_checkpoint(setup: dict) -> None:
+    store = setup["store"]
+    config = setup["config"] + ["training/steps=4", "logging/validation_interval=2", "logging/checkpoint_interval=4",
+                                "optimization/lr=1e-3", "model/fold_ln=true"]
+    node = run_job(WatchedLm(config, store=store))
+    values = store.values(node)
+    assert values["train/loss"] > 0 and "val/loss" in values
+    assert "resid_norms" in store.get(node).artifacts
+    restored = LmTrainer(config, base=node, store=store)
+    restored.setup(resume=True)
+    lens = lenscope.ops.logit_lens(restored).results
+    assert sorted(lens) == ["blocks/0 (input)", "blocks/1 (input)", "blocks/1 (output)"]
+    patching = lenscope.ops.activation_patching(restored, names_filter=["blocks/*", "blocks.*.hook_mlp_out"]).results
+    assert patching["positions"].shape == (4, 16)
+    assert np.isfinite(patching["positions"]).all()
+    restored.cleanup()
+
+
+def test_lm_jobs_need_a_checkpoint_and_text(setup: dict, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model/pretrained is required"):
+        LmEval([f"data/text={tmp_path}"], store=setup["store"]).build_model()
+    with pytest.raises(ConfigError, match="no .txt, .jsonl, .parquet files"):
+        LmEval([f"model/pretrained={setup['folder']}", f"data/text={tmp_path}"], store=setup["store"]).build_data()
