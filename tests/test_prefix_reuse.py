@@ -156,3 +156,18 @@ def test_equinox_method_called_as_root_keeps_the_module_paths():
                        backend=backend_for(net))
     np.testing.assert_allclose(out, net(BAD), rtol=0, atol=1e-5)
     assert acts["blocks/1/mlp"].shape == (2, 5, 16)
+
+
+def test_the_pretrained_decoder_offers_the_block_structure():
+    from lenscope.models.pretrained.config import DecoderConfig
+    from lenscope.models.pretrained.decoder import Decoder
+
+    cfg = DecoderConfig(family="gpt2", vocab_size=11, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_head=8,
+                        d_mlp=32, norm="layernorm", norm_eps=1e-5, n_positions=8, gated=False,
+                        activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
+    net = Decoder(cfg, key=jax.random.PRNGKey(2))
+    assert staged(net) is net and net.staged_on(BAD) and not net.staged_on(BAD, jnp.ones_like(BAD))
+    full = jax.jit(lambda: grid(net, False))()
+    np.testing.assert_array_equal(jax.jit(lambda: grid(net, True))(), full)
+    np.testing.assert_allclose(jax.jit(lambda: grid(net, True, chunk=2, readout=-1))(), full, rtol=0,
+                               atol=2e-6 * float(jnp.max(jnp.abs(full))))

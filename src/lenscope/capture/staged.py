@@ -31,8 +31,14 @@ __all__ = ["Plan", "RowPatch", "Staged", "plan", "read", "reused_forward", "stag
 class Staged(Protocol):
     """A causal decoder made of blocks, whose forward can be run in pieces (every reference Transformer)."""
 
+    skips_positions: bool  # from_block takes `context`, so a causal patch skips the positions before it
+
     def block_paths(self) -> Sequence[str]:
         """The blocks' module paths, in forward order."""
+        ...
+
+    def staged_on(self, *args: Any) -> bool:
+        """Whether the forward on these arguments can run in pieces (else the whole patched forward runs)."""
         ...
 
     def residuals(self, *args: Any) -> tuple[Any, Sequence[jax.Array]]:
@@ -105,7 +111,7 @@ def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "outpu
     """model(*args) with `patch` applied (at position `readout` only, when given), run from where the patch
     first acts; the whole patched forward when it acts outside the blocks."""
     patch = check_patch(patch, on)
-    where = plan(model.block_paths(), patch, on)
+    where = plan(model.block_paths(), patch, on) if model.staged_on(*args) else None
     if where is None:
         full = patched(lambda *a: model(*a), args, patch, on=on, backend=backend)  # type: ignore[operator]
         return read(full, readout)
@@ -119,17 +125,18 @@ def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "outpu
     rest = dict(patch)
     if where.entry is not None:
         resid = rest.pop(where.entry)(resid)
-    first = where.first if isinstance(output, jax.Array) and output.ndim >= 2 else 0
+    first = where.first if model.skips_positions and isinstance(output, jax.Array) and output.ndim >= 2 else 0
     context = None
     if first:
         context = [s[:, :first] for s in stream[where.start:len(stream) - 1]]
         resid = resid[:, first:]
         rest = {path: fn.from_row(first) for path, fn in rest.items()}  # every one is a RowPatch (plan)
-    # stopping at the read position changes the patched outputs' lengths: RowPatches outside the last block
-    # (which then computes one position) follow it; any other patch sees whole outputs, read afterwards
+    # a model that skips positions also stops at the read position, which changes the patched outputs' lengths:
+    # RowPatches outside the last block (which then computes one position) follow it; with any other patch
+    # the whole output is computed and read afterwards
     last = model.block_paths()[-1]
-    trim = readout if all(isinstance(fn, RowPatch) and _block_of(path, [last]) is None
-                          for path, fn in rest.items()) else None
+    follow = all(isinstance(fn, RowPatch) and _block_of(path, [last]) is None for path, fn in rest.items())
+    trim = readout if follow or not model.skips_positions else None
     at = None if trim is None else trim - first
     run = lambda r: model.from_block(r, where.start, context or None, at)  # noqa: E731
     out = patched(run, (resid,), rest, on=on, backend=backend, root=model) if rest else run(resid)

@@ -119,10 +119,15 @@ class BlockStages:
     start_at_layer). Needs `blocks`, `pos_embed` and `unembed_fn`; BLOCK_PATH formats a block's module path."""
 
     BLOCK_PATH: ClassVar[str] = "blocks/{}"
+    skips_positions: ClassVar[bool] = True  # from_block takes the earlier positions as attention context
 
     def block_paths(self) -> list[str]:
         """The blocks' module paths, in forward order."""
         return [self.BLOCK_PATH.format(i) for i in range(len(self.blocks))]  # type: ignore[attr-defined]
+
+    def staged_on(self, *args: Any) -> bool:
+        """Every forward (tokens) runs in pieces."""
+        return True
 
     def residuals(self, tokens: Array, *, deterministic: bool = True) -> tuple[Array, list[Array]]:
         """(logits, the residual stream entering each block and after the last): the forward, kept in pieces."""
