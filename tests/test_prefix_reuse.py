@@ -125,7 +125,7 @@ class PatchedTwice(AnalysisBase, GrokTrainer):
         return ""
 
     def analyze(self, layer, inputs):
-        x = self.batch["inputs"]
+        x = self.current_batch["inputs"]
         block = self.block_path(0)
         _, clean = self.activations(x, [block])
         bad = jnp.roll(x, 1, axis=0)
