@@ -83,6 +83,10 @@ def test_lm_train_with_tandem_analysis_then_ops_on_the_checkpoint(setup: dict) -
     patching = lenscope.ops.activation_patching(restored, names_filter=["blocks/*", "blocks.*.hook_mlp_out"]).results
     assert patching["positions"].shape == (4, 16)
     assert np.isfinite(patching["positions"]).all()
+    patterns = lenscope.ops.attention_patterns(restored).results
+    assert sorted(patterns) == ["blocks/0/attn", "blocks/1/attn"]
+    assert patterns["blocks/0/attn"]["mean"].shape == (4, 16, 16)
+    np.testing.assert_allclose(patterns["blocks/0/attn"]["mean"].sum(-1), 1.0, atol=1e-5)
     restored.cleanup()
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ..errors import UsageError
+
 __all__ = [
     "ablate_head",
     "answer_logits",
@@ -105,6 +107,13 @@ def mean_ablate(reference: Any) -> Callable[[Any], Any]:
 
 def answer_logits(output: jax.Array, position: int = -1) -> jax.Array:
     """Logits [batch, vocab] at the answer position of a [batch, seq, vocab] output ([batch, vocab] kept as is)."""
+    if not isinstance(output, jax.Array) or output.ndim not in (2, 3):
+        what = (f"an array of shape {tuple(output.shape)}" if isinstance(output, jax.Array)
+                else f"a {type(output).__module__}.{type(output).__qualname__}")
+        raise UsageError(f"the model's forward returned {what}; the ops score logits [batch, vocab] or "
+                         "[batch, seq, vocab] as one array. Return the logits (e.g. `.logits` of a "
+                         "transformers-style output) from the model, or override the trainer's apply_model "
+                         "to pick them")
     return output[:, position] if output.ndim == 3 else output
 
 

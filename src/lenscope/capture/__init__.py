@@ -16,6 +16,7 @@ from .choose import LIBRARIES, backend_for, backends, resolve_backend
 from .debugger import debug, find
 from .inputs import DebugInputs
 from .linen import LinenBackend, module_path
+from .patch import gradients, patched, record
 from .paths import CaptureError, format_paths, glob_regex, match_paths, tl_alias, validate_selection
 from .results import validate_result
 from .specs import abstract, signature
@@ -42,9 +43,12 @@ __all__ = [
     "find",
     "format_paths",
     "glob_regex",
+    "gradients",
     "make_capture_fn",
     "match_paths",
     "module_path",
+    "patched",
+    "record",
     "resolve_backend",
     "signature",
     "tl_alias",

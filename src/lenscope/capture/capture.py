@@ -11,6 +11,7 @@ from ..errors import UsageError
 from .backend import CaptureBackend, ModuleCall, Target
 from .choose import resolve_backend
 from .paths import NOTHING_SEEN, CaptureError, format_paths
+from .per_example import whole
 from .results import validate_result
 
 __all__ = ["discover", "make_capture_fn"]
@@ -55,7 +56,7 @@ class _Capture:
         if call.targets(self.kinds):
             self.called.setdefault(call.path, None)
             if call.path in self.wanted and call.path not in self.captured:
-                self.captured[call.path] = [call.module, call.inputs(), False]
+                self.captured[call.path] = [call.module, whole(call.inputs()), False]
         self.depth += 1
         try:
             out = proceed()

@@ -18,6 +18,7 @@ from .backend import CaptureBackend, ModuleCall
 from .choose import resolve_backend
 from .inputs import DebugInputs
 from .paths import CaptureError, format_paths, tl_alias
+from .per_example import active, through, whole
 
 __all__ = ["ON", "Patch", "check_patch", "gradients", "patched", "record"]
 
@@ -73,8 +74,8 @@ def patched(trace_fn: Callable[..., Any], args: tuple, patch: Patch, *, on: Lite
     def intervene(call: ModuleCall, proceed: Callable[..., Any]) -> Any:
         fn = patch[call.path]
         if on == "output":
-            return fn(proceed())
-        changed = fn(call.inputs())
+            return through(fn, proceed())
+        changed = through(fn, call.inputs())
         if not isinstance(changed, DebugInputs):
             raise UsageError(f"patch on='inputs' at {call.path!r} must return the DebugInputs it was given, "
                              f"changed with .replace(...); got {type(changed).__name__}")
@@ -93,13 +94,13 @@ def record(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], patc
     asked, paths = list(paths), [tl_alias(p) for p in paths]
 
     def intervene(call: ModuleCall, proceed: Callable[..., Any]) -> Any:
-        if on == "inputs":
-            recorded.setdefault(call.path, call.inputs())
+        if on == "inputs" and call.path not in recorded:
+            recorded[call.path] = whole(call.inputs())
         out = proceed()
         if call.path in patch:
-            out = patch[call.path](out)
-        if on == "output":
-            recorded.setdefault(call.path, out)
+            out = through(patch[call.path], out)
+        if on == "output" and call.path not in recorded:
+            recorded[call.path] = whole(out)
         return out
 
     output = _run(trace_fn, args, list(dict.fromkeys([*paths, *patch])), backend, intervene)
@@ -131,6 +132,9 @@ def gradients(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], m
         added: dict[str, Any] = {}
 
         def intervene(call: ModuleCall, proceed: Callable[..., Any]) -> Any:
+            if active():
+                raise UsageError("gradients through a per-example model (PER_EXAMPLE, capture.per_example) are not "
+                                 "supported; take them on a batched model, or with jax.grad of your own forward")
             out = proceed()
             if call.path in patch:
                 out = patch[call.path](out)

@@ -98,7 +98,7 @@ class PatchAccess:
     def _model_fn(self, inputs: Any) -> tuple[Callable[..., Any], tuple]:
         """A forward of the current state's model on `inputs`, and its arguments."""
         model, args = self._bound(inputs)
-        return (lambda *a: model(*a)), args
+        return (lambda *a: self.apply_model(model, a)), args  # type: ignore[attr-defined]
 
     def forward(self, inputs: Any, patch: Patch | None = None, *, on: Literal["output", "inputs"] = "output",
                 readout: int | None = None) -> Any:
@@ -112,10 +112,11 @@ class PatchAccess:
         """
         model, args = self._bound(inputs)
         backend = backend_for(self.model)  # type: ignore[attr-defined]
-        layered = staged(model)
+        layered = None if getattr(self, "PER_EXAMPLE", False) else staged(model)  # a per-example model runs whole
         if patch and layered is not None and _traced(args):
             return reused_forward(layered, args, patch, on=on, readout=readout, backend=backend)
-        return read(patched(lambda *a: model(*a), args, patch or {}, on=on, backend=backend), readout)
+        fn = lambda *a: self.apply_model(model, a)  # type: ignore[attr-defined]  # noqa: E731
+        return read(patched(fn, args, patch or {}, on=on, backend=backend), readout)
 
     def activations(self, inputs: Any, paths: Sequence[str], patch: Patch | None = None, *,
                     on: Literal["output", "inputs"] = "output") -> tuple[Any, dict]:

@@ -4,6 +4,7 @@ The linen models are here (`lenscope.models.Transformer`); their NNX and Equinox
 same architecture and parameter names, are `lenscope.models.nnx` and `lenscope.models.equinox`, and
 `lenscope.models.convert` moves weights between them. Those three import flax.nnx and equinox, so they load
 on first access (`lenscope.models.nnx`, `from lenscope.models import nnx`), not for a linen job.
+`lenscope.models.pretrained` is the generic decoder of Hugging Face checkpoints (docs/pretrained.md), also lazy.
 """
 
 import importlib
@@ -30,13 +31,14 @@ __all__ = [
     "convert",
     "equinox",
     "nnx",
+    "pretrained",
 ]
 
-_LAZY = ("convert", "equinox", "nnx")
+_LAZY = ("convert", "equinox", "nnx", "pretrained")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """The NNX, Equinox and conversion submodules, imported on first access."""
+    """The NNX, Equinox, conversion and pretrained submodules, imported on first access."""
     if name not in _LAZY:
         raise AttributeError(f"module 'lenscope.models' has no attribute {name!r}")
     return importlib.import_module(f"{__name__}.{name}")

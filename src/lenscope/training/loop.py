@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..capture.per_example import per_example
 from .interrupts import check as check_interrupt
 from .interrupts import shielded
 from .kinds import evaluating, stepping
@@ -29,6 +30,7 @@ def due(step: int, interval: int, *, last: bool = False) -> bool:
 class TrainingLoop:
     """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
+    PER_EXAMPLE: ClassVar[bool] = False  # the model takes one example; lenscope's forwards map it (apply_model)
     phase: Phase | None = None  # Phase.TRAIN / TEST / ANALYSIS while one runs (hooks read it); None between
 
     def _init_loop(self) -> None:
@@ -137,9 +139,18 @@ class TrainingLoop:
             return self.batch(split, index), real
         return self.placement.place_batch(self.data.host_slice(split, self.data.pass_indices(split, index))), real
 
+    def apply_model(self, model: Any, inputs: tuple) -> Any:
+        """The model on a batch's inputs: `model(*inputs)`, or mapped over the batch when PER_EXAMPLE is set.
+
+        A model written per example (the idiomatic Equinox style, `jax.vmap(model)(x)` in the loss) sets
+        `PER_EXAMPLE = True`: analyses, ops and interventions then run it through `capture.per_example`,
+        and see captured inputs, recorded activations and patched values as whole batches.
+        """
+        return per_example(model)(*inputs) if self.PER_EXAMPLE else model(*inputs)
+
     def trace(self, state: TrainState, batch: Mapping[str, jax.Array], key: jax.Array) -> Any:
         """The pure forward pass analyses capture from: the model applied to the batch inputs."""
-        return self.module(state.params, state.model_state)(*self.model_inputs(batch))
+        return self.apply_model(self.module(state.params, state.model_state), self.model_inputs(batch))
 
     # -- loops ---------------------------------------------------------------------
     def train(self) -> None:

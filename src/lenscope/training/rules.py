@@ -32,6 +32,7 @@ DEFAULT_RULES: tuple[tuple[str, list[Any]], ...] = (
     (r"attn/out/kernel$", ["model", None, "data"]),                # [heads, d_head, d_model]
     (r"mlp/fc_in/kernel$", ["data", "model"]),                     # [d_model, d_mlp]
     (r"mlp/fc_in/bias$", ["model"]),                               # [d_mlp]
+    (r"mlp/gate/kernel$", ["data", "model"]),                      # gated MLPs (models.pretrained): [d_model, d_mlp]
     (r"mlp/fc_out/kernel$", ["model", "data"]),                    # [d_mlp, d_model]
     (r"(^|/)embed/embedding$", ["data", None]),                    # [vocab, d_model] (over vocab, see below)
     (r"(^|/)unembed/kernel$", ["data", "model"]),                  # [d_model, vocab]

@@ -48,6 +48,7 @@ class AttentionPatterns(OpAnalysis):
 
     NAME = "attention_patterns"
     TARGET = (Attention, "lenscope.models.nnx.Attention", "lenscope.models.equinox.Attention",
+              "lenscope.models.pretrained.Attention",
               nn.MultiHeadDotProductAttention)  # by path: a linen job does not import flax.nnx or equinox
     PARAMS: ClassVar[Mapping[str, Any]] = {"examples": 4}
 
