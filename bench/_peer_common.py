@@ -40,22 +40,6 @@ class Shape:
                 "random weights")
 
 
-def multiply_adds(shape: Shape) -> dict[str, float]:
-    """Multiply-adds of the patching grid, by algorithm: the matmuls of every forward row each one computes.
-
-    The loop runs a full forward per (layer, position) plus the clean and corrupted ones. The one program
-    runs those two, then for each patched block only the blocks after it (and the unembedding), on
-    positions x batch rows (the blocks up to the patched one do not depend on the patched position).
-    """
-    s, d = shape.seq, shape.d_model
-    block = 4 * d * d + 2 * d * shape.d_mlp + 2 * s * d  # per row: q, k, v, out; MLP; scores and weighted sum
-    unembed = d * shape.vocab
-    forward = shape.batch * s * (shape.layers * block + unembed)
-    after = shape.layers * (shape.layers - 1) // 2  # blocks after each patched block, summed over blocks
-    sweep = s * shape.batch * s * (after * block + shape.layers * unembed)
-    return {"loop": (2 + shape.layers * s) * forward, "one program": 2 * forward + sweep, "forward": forward}
-
-
 def configure_threads(threads: int) -> str:
     """Limit XLA to `threads` CPU threads (before JAX is imported); a line describing the thread settings."""
     flags = os.environ.get("XLA_FLAGS", "")

@@ -13,9 +13,18 @@ import jax.numpy as jnp
 import numpy as np
 from _peer_common import Shape, normalized_grid
 
-from lenscope.analysis.sweeps import chunk_for, logit_diff, normalized, set_position, sweep
+from lenscope.analysis.sweeps import (
+    chunk_for,
+    logit_diff,
+    normalized,
+    position_chunk,
+    position_sweep,
+    set_position,
+    sweep,
+)
 from lenscope.capture import LinenBackend, make_capture_fn
 from lenscope.capture.patch import patched, record
+from lenscope.capture.staged import reused_forward
 from lenscope.models import Transformer
 
 
@@ -43,7 +52,7 @@ class LenscopeSide:
         self._captures = {kept: jax.jit(make_capture_fn(self._apply, self.paths, True, self._analyze,
                                                          with_output=kept, backend=self.backend))
                           for kept in (False, True)}
-        self._sweep = jax.jit(self._grid)
+        self._sweeps = {reuse: jax.jit(lambda p, reuse=reuse: self._grid(p, reuse)) for reuse in (True, False)}
         self._single = {path: jax.jit(lambda p, acts, i, path=path: self._run(p, self.corrupt,
                                                                              {path: set_position(acts, i)}))
                         for path in self.paths}
@@ -80,20 +89,40 @@ class LenscopeSide:
     def _metric(self, logits: jax.Array) -> jax.Array:
         return logit_diff(logits[:, -1], self.correct, self.wrong)
 
-    def _grid(self, params: Any) -> jax.Array:
+    def _grid(self, params: Any, reuse: bool) -> jax.Array:
         clean_out, acts = record(self._bound(params), (self.clean,), self.paths, backend=self.backend)
         high, low = self._metric(clean_out), self._metric(self._run(params, self.corrupt))
+        if not reuse:  # every patched forward whole (what lenscope did before prefix reuse)
+            def score(patch: dict) -> jax.Array:
+                return normalized(self._metric(self._run(params, self.corrupt, patch)), high, low)
 
-        def score(patch: dict) -> jax.Array:
-            return normalized(self._metric(self._run(params, self.corrupt, patch)), high, low)
+            return sweep(score, self.paths, lambda p, i: set_position(acts[p], i), self.shape.seq,
+                         self.chunk or chunk_for(acts[self.paths[0]]))
+        model = self.model.bind({"params": params})
 
-        return sweep(score, self.paths, lambda p, i: set_position(acts[p], i), self.shape.seq,
-                     self.chunk or chunk_for(acts[self.paths[0]]))
+        def reused(patch: dict) -> jax.Array:  # what activation_patching's self.forward(..., readout=-1) runs
+            logits = reused_forward(model, (self.corrupt,), patch, readout=-1, backend=self.backend)
+            return normalized(logit_diff(logits, self.correct, self.wrong), high, low)
 
-    def sweep(self) -> np.ndarray:
+        return position_sweep(reused, self.paths, acts, self.shape.seq,
+                              self.chunk or position_chunk(acts[self.paths[0]]))
+
+    def sweep(self, reuse: bool = True) -> np.ndarray:
         """The normalized patching grid [layers, seq] from one compiled program (clean run, corrupted run,
-        every block x every position)."""
-        return np.asarray(self._sweep(self.params))
+        every block x every position); `reuse`: each patched run starts at the patched block and position."""
+        return np.asarray(self._sweeps[reuse](self.params))
+
+    def flops(self) -> dict[str, float]:
+        """XLA's count of floating-point operations of one forward and of each sweep, compiled without chunks
+        (a chunked loop's body is counted once; chunks change where the work runs, not how much there is)."""
+        count = lambda fn, *a: float(jax.jit(fn).lower(*a).compile().cost_analysis()["flops"])  # noqa: E731
+        chunk, self.chunk = self.chunk, self.shape.seq
+        try:
+            full = count(lambda p: self._grid(p, False), self.params)
+        finally:
+            self.chunk = chunk
+        return {"forward": count(self._apply, self.params, self.clean), "full": full,
+                "reused": float(self._sweeps[True].lower(self.params).compile().cost_analysis()["flops"])}
 
     def loop(self) -> np.ndarray:
         """The same grid from a Python loop of jitted single-patch forwards (what the one program replaces)."""

@@ -114,6 +114,26 @@ class TorchSide:
         return normalized_grid(out, high, low)
 
     @torch.inference_mode()
+    def start_at_layer_sweep(self) -> np.ndarray:
+        """The same grid as an expert batches it by hand: for each layer, the corrupted residual stream after
+        it with one position taken from the clean run, every position at once in one batch, run from the next
+        layer on (`model(resid, start_at_layer=layer + 1)`, the layers before it skipped)."""
+        clean_logits, clean = self.tl.run_with_cache(self.clean, names_filter=self.names)
+        bad_logits, bad = self.tl.run_with_cache(self.corrupt, names_filter=self.names)
+        high, low = self.metric(clean_logits), self.metric(bad_logits)
+        seq, batch = self.shape.seq, self.shape.batch
+        eye = torch.eye(seq, dtype=torch.bool)[:, None, :, None]  # [patched position, 1, position, 1]
+        out = np.zeros((self.shape.layers, seq))
+        for layer, name in enumerate(self.names):
+            resid = torch.where(eye, clean[name][None], bad[name][None])  # [seq, batch, seq, d_model]
+            logits = self.tl(resid.reshape(seq * batch, seq, -1), start_at_layer=layer + 1)[:, -1]
+            last = logits.reshape(seq, batch, -1)  # [patched position, batch, vocab]
+            diff = (torch.gather(last, 2, self.correct[None, :, None].expand(seq, -1, 1))
+                    - torch.gather(last, 2, self.wrong[None, :, None].expand(seq, -1, 1)))
+            out[layer] = diff[..., 0].mean(1).numpy()
+        return normalized_grid(out, high, low)
+
+    @torch.inference_mode()
     def nnsight_loop(self) -> np.ndarray:
         """The same grid with nnsight: one trace saving the clean outputs, then one trace per (layer, position)
         (nnsight cannot batch several invokes on a plain torch module)."""

@@ -7,6 +7,8 @@ Cases, each as the median of R whole-process runs (a fresh interpreter each time
   (b) `lenscope run grokking/fourier --base NODE`        analysis on a checkpoint
   (c) (a) and (b) again: a second run with the same shapes (warm persistent compilation cache)
   (d) `lenscope run grokking/train training/steps=1`     one training step
+  (e) `python -c "import jax, flax, optax"`               the floor: what any Flax program pays first
+The last line divides (c)'s analysis on a checkpoint, again, by (e), wall and CPU, measured in the same run.
 A first run gets a compilation cache folder of its own ($LENSCOPE_COMPILE_CACHE), empty; the runs again
 share the one a first run filled. Each row prints wall and CPU seconds (CPU: user + system of the
 process and its threads), then the share of each phase, measured by running the same work through the
@@ -145,6 +147,13 @@ def main() -> None:
             warm_parts = phases(job, node, store, extra, cached(warm))
             print(row(label + ", first", first, cold_parts))
             print(row(("(c) " + label[4:] if job != "grokking/train" else label) + ", again", again, warm_parts))
+            if job == "grokking/fourier":
+                warm_base = again
+        bare = [whole([sys.executable, "-c", "import jax, flax, optax; print('ok')"], env)[:2]
+                for _ in range(args.repeats)]
+        print(row("(e) import jax, flax, optax", bare, {"import": 1.0}))
+        ratio = [statistics.median(x[i] for x in warm_base) / statistics.median(x[i] for x in bare) for i in (0, 1)]
+        print(f"(c) fourier --base NODE, again / (e) bare import: {ratio[0]:.2f}x wall, {ratio[1]:.2f}x CPU")
         print(f"load average {load()}")
 
 

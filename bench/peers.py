@@ -17,8 +17,11 @@ Timed in one process, interleaved round by round on the same threads (median of 
     the plain forwards are the floors.
   patching: the normalized logit-difference grid, every block's output x every position patched from the
     clean run into the corrupted one. lenscope: one compiled program (clean run, corrupted run, vmap over
-    positions, static unroll over blocks), and a Python loop of jitted single-patch forwards;
-    TransformerLens: `run_with_cache` then `run_with_hooks` per (block, position); nnsight: one trace per cell.
+    positions, static unroll over blocks) whose patched runs start at the patched block and position (prefix
+    reuse, capture/staged.py), the same program with whole patched forwards, and a Python loop of jitted
+    single-patch forwards; TransformerLens: `run_with_cache` then `run_with_hooks` per (block, position), and
+    the expert's hand-batched sweep (per layer, every position in one batch, `start_at_layer`); nnsight: one
+    trace per cell. The FLOP ratios (XLA's count of the compiled programs) are printed next to the wall ratios.
 Threads: torch.set_num_threads(--threads); --threads 1 also turns off XLA's multi-threaded Eigen (pin the
 process with taskset for the control). Without torch and transformer-lens (or nnsight) the script says what
 it skipped and times lenscope alone.
@@ -41,7 +44,6 @@ from _peer_common import (  # noqa: E402
     configure_threads,
     interleaved,
     load,
-    multiply_adds,
     print_table,
 )
 
@@ -76,12 +78,16 @@ def peer_side(shape: Shape, threads: int, ours: Any) -> Any:
 def check(ours: Any, peer: Any) -> None:
     """Every framework computes the same logits, capture and patching grid (else SystemExit)."""
     exact = ours.sweep()
-    gaps = {"patching grid, lenscope loop": agree("patching grid (lenscope loop)", ours.loop(), exact, 1e-4)}
+    gaps = {"patching grid, lenscope whole forwards": agree("patching grid (lenscope, whole forwards)",
+                                                            ours.sweep(reuse=False), exact, 1e-4),
+            "patching grid, lenscope loop": agree("patching grid (lenscope loop)", ours.loop(), exact, 1e-4)}
     if peer is not None:
         gaps["logits"] = agree("logits", peer.forward(peer.clean), ours.forward(ours.clean), 1e-3)
         gaps["capture stats"] = agree("capture", peer.capture(), ours.capture(True), 1e-4)
         gaps["patching grid, TransformerLens"] = agree("patching grid (TransformerLens)", peer.patching_loop(),
                                                        exact, 1e-3)
+        gaps["patching grid, start_at_layer"] = agree("patching grid (TransformerLens start_at_layer)",
+                                                      peer.start_at_layer_sweep(), exact, 1e-3)
         if peer.nnsight is not None:
             gaps["capture stats, nnsight"] = agree("capture (nnsight)", peer.nnsight_capture(), ours.capture(True),
                                                    1e-4)
@@ -102,26 +108,33 @@ def capture_methods(ours: Any, peer: Any) -> dict[str, Any]:
 
 
 def patching_methods(ours: Any, peer: Any) -> dict[str, Any]:
-    methods = {"lenscope sweep (one program)": ours.sweep, "lenscope loop of jitted forwards": ours.loop}
+    methods = {"lenscope sweep (one program)": ours.sweep,
+               "lenscope sweep, whole forwards": lambda: ours.sweep(reuse=False),
+               "lenscope loop of jitted forwards": ours.loop}
     if peer is not None:
+        methods["TransformerLens start_at_layer sweep"] = peer.start_at_layer_sweep
         methods["TransformerLens run_with_hooks loop"] = peer.patching_loop
         if peer.nnsight is not None:
             methods["nnsight trace loop"] = peer.nnsight_loop
     return methods
 
 
-def work(shape: Shape, times: dict[str, list[float]]) -> None:
-    """The speed-up split into its two factors: fewer multiply-adds, and more of them per second."""
-    macs = multiply_adds(shape)
-    rates = {name: macs["one program" if "one program" in name else "loop"] / statistics.median(ms) / 1e6
-             for name, ms in times.items() if "loop" in name or "one program" in name}
-    print(f"multiply-adds: a loop of forwards {macs['loop'] / 1e9:.2f} G, the one program "
-          f"{macs['one program'] / 1e9:.2f} G ({macs['loop'] / macs['one program']:.2f}x fewer); "
-          "GFLOP/s achieved: " + ", ".join(f"{name.split(' (')[0]} {2 * rate:.0f}" for name, rate in rates.items()))
-    peer = "TransformerLens run_with_hooks loop"
-    if peer in times:
-        ratio = statistics.median(times[peer]) / statistics.median(times["lenscope sweep (one program)"])
-        print(f"TransformerLens loop / lenscope one program: {ratio:.1f}x")
+def work(shape: Shape, ours: Any, times: dict[str, list[float]]) -> None:
+    """The speed-ups split into their two factors: fewer floating-point operations, and more of them per second."""
+    flops = ours.flops()
+    loop = (2 + shape.layers * shape.seq) * flops["forward"]  # a full forward per cell, the clean and corrupted
+    work_of = {"lenscope sweep (one program)": flops["reused"], "lenscope sweep, whole forwards": flops["full"],
+               "lenscope loop of jitted forwards": loop, "TransformerLens run_with_hooks loop": loop,
+               "TransformerLens start_at_layer sweep": flops["full"], "nnsight trace loop": loop}
+    ms = {name: statistics.median(values) for name, values in times.items()}
+    print(f"\nFLOPs (XLA's count of the compiled programs): the one program {flops['reused'] / 1e9:.2f} G, "
+          f"with whole forwards {flops['full'] / 1e9:.2f} G, a loop of forwards {loop / 1e9:.2f} G "
+          "(start_at_layer does the whole-forward program's work)")
+    base = "lenscope sweep (one program)"
+    print(f"{'against':40s} {'FLOP ratio':>11s} {'wall ratio':>11s} {'GFLOP/s':>9s}")
+    for name in ms:
+        print(f"{name:40s} {work_of[name] / flops['reused']:11.2f} {ms[name] / ms[base]:11.2f} "
+              f"{work_of[name] / ms[name] / 1e6:9.1f}")
 
 
 def main() -> None:
@@ -148,7 +161,7 @@ def main() -> None:
         print_table(f"patching sweep, {shape.layers} blocks x {shape.seq} positions = "
                     f"{shape.layers * shape.seq} patched forwards (load average after: {load()})",
                     times, "lenscope sweep (one program)")
-        work(shape, times)
+        work(shape, ours, times)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ compiled program instead of a loop of forward passes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -23,23 +24,54 @@ __all__ = [
     "logit_diff",
     "mean_ablate",
     "normalized",
+    "position_chunk",
+    "position_sweep",
     "set_head",
     "set_position",
+    "SetPosition",
     "sweep",
     "zero_ablate",
 ]
 
 CHUNK_ELEMENTS = 1 << 18  # numbers per patched activation in one vmapped chunk of a sweep (1 MiB of float32)
+POSITION_FLOORS = 4  # a position sweep's chunks at least: more skip more positions, and compile more code
 Forward = Callable[[Mapping[str, Callable[[Any], Any]]], Any]  # patch -> model output (inputs already bound)
 
 
-def set_position(source: jax.Array, position: jax.Array | int, axis: int = 1) -> Callable[[jax.Array], jax.Array]:
-    """An output patch that takes `source` at one sequence position (a traced index under vmap) and keeps the rest."""
-    def fn(out: jax.Array) -> jax.Array:
+@dataclass(frozen=True)
+class SetPosition:
+    """An output patch that takes `source` at one sequence position and keeps the rest (see set_position).
+
+    `first` is a static lower bound of `position`: positions before it are unchanged, which a causal
+    model's prefix reuse uses to skip them (capture.staged.RowPatch).
+    """
+
+    source: jax.Array
+    position: jax.Array | int
+    axis: int = 1
+    first: int = 0
+
+    def __call__(self, out: jax.Array) -> jax.Array:
         shape = [1] * out.ndim
-        shape[axis] = out.shape[axis]
-        return jnp.where(jnp.arange(out.shape[axis]).reshape(shape) == position, source, out)
-    return fn
+        shape[self.axis] = out.shape[self.axis]
+        picked = jnp.arange(out.shape[self.axis]).reshape(shape) == self.position
+        source = self.source
+        if source.shape[self.axis] > out.shape[self.axis]:  # a run that stops at its read position
+            source = jax.lax.slice_in_dim(source, 0, out.shape[self.axis], axis=self.axis)
+        return jnp.where(picked, source, out)
+
+    def from_row(self, first: int) -> SetPosition:
+        """The same patch for an output holding only positions `first..` (of the sequence axis, 1)."""
+        return SetPosition(self.source[:, first:], self.position - first, 1, self.first - first)
+
+
+def set_position(source: jax.Array, position: jax.Array | int, axis: int = 1,
+                 first: int = 0) -> Callable[[jax.Array], jax.Array]:
+    """An output patch that takes `source` at one sequence position (a traced index under vmap) and keeps the
+    rest; `first`: a static bound, position >= first (lets a causal model skip the earlier positions)."""
+    if jnp.ndim(source) < 2 or axis % jnp.ndim(source) != 1:
+        first = 0  # only positions on axis 1 are skipped
+    return SetPosition(source, position, axis, int(first))
 
 
 def set_head(source: jax.Array, head: jax.Array | int, axis: int = -2) -> Callable[[Any], Any]:
@@ -114,11 +146,36 @@ def sweep(score: Callable[[Mapping[str, Callable[[Any], Any]]], jax.Array], path
     return jnp.stack([row(path) for path in paths])
 
 
+def position_sweep(score: Callable[[Mapping[str, Callable[[Any], Any]]], jax.Array], paths: Sequence[str],
+                   sources: Mapping[str, jax.Array], count: int, chunk: int | None = None) -> jax.Array:
+    """[len(paths), count]: score({path: set_position(sources[path], i)}) for each path and position i.
+
+    The positions are vmapped `chunk` at a time (all at once by default), each chunk's patches carrying its
+    first position as a static bound: a causal model with the block structure then runs only the positions
+    a chunk can change (capture.staged). Same scores as `sweep` with set_position.
+    """
+    size = count if chunk is None else max(1, min(int(chunk), count))
+
+    def row(path: str) -> jax.Array:
+        parts = [jax.vmap(lambda i, lo=lo: score({path: set_position(sources[path], i, first=lo)}))(
+                 jnp.arange(lo, min(lo + size, count))) for lo in range(0, count, size)]
+        return jnp.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    return jnp.stack([row(path) for path in paths])
+
+
 def chunk_for(activation: Any, elements: int = CHUNK_ELEMENTS) -> int:
     """How many indices of a sweep to vmap at once so that a chunk's copies of `activation` hold about
     `elements` numbers (at least one index): big batches are swept in cache-sized pieces."""
     size = sum(int(jnp.size(leaf)) for leaf in jax.tree_util.tree_leaves(activation))
     return max(1, elements // max(1, size))
+
+
+def position_chunk(activation: Any, floors: int = POSITION_FLOORS) -> int:
+    """Positions per chunk of a position sweep: chunk_for's cache-sized chunk, cut so that the sweep has at
+    least `floors` chunks (each a static first position that a causal model's prefix reuse skips to)."""
+    seq = int(jax.tree_util.tree_leaves(activation)[0].shape[1])
+    return max(1, min(chunk_for(activation), -(-seq // floors)))
 
 
 def correlation(a: jax.Array, b: jax.Array) -> jax.Array:

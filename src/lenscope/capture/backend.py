@@ -61,8 +61,11 @@ class CaptureBackend(Protocol):
         """TARGET as a nonempty tuple of this library's module classes (None: all); UsageError names a bad entry."""
         ...
 
-    def intercept(self, on_call: Interceptor) -> AbstractContextManager[None]:
-        """While open, every module method call in this thread is reported to on_call, outermost first."""
+    def intercept(self, on_call: Interceptor, root: Any = None) -> AbstractContextManager[None]:
+        """While open, every module method call in this thread is reported to on_call, outermost first.
+
+        `root`: the model whose places name the paths, for a forward that starts in another of its methods
+        than `__call__` (capture.staged); by default the first module called is the root."""
         ...
 
     def detach(self, module: Any) -> Any:

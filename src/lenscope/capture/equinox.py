@@ -23,7 +23,15 @@ __all__ = ["EquinoxBackend", "equinox_places"]
 
 
 def equinox_places(root: eqx.Module) -> Iterator[tuple[str, eqx.Module]]:
-    """(path, module) of `root` ('') and each submodule: field names, list indices and dict keys joined with '/'."""
+    """(path, module) of `root` ('') and each submodule: field names, list indices and dict keys joined with '/'.
+
+    A method of a module (`model.from_block`) is itself a module in Equinox, holding the module as `__self__`:
+    called as the root, the paths are those of the module it is bound to.
+    """
+    owner = getattr(root, "__self__", None)
+    if isinstance(owner, eqx.Module) and callable(getattr(root, "__func__", None)):
+        yield "", root
+        root = owner
     pending = [("", root)]
     while pending:
         path, module = pending.pop(0)
@@ -52,9 +60,9 @@ class EquinoxBackend:
         """TARGET's equinox.Module subclasses (None or a library base class: every module)."""
         return target_classes(target, eqx.Module)
 
-    def intercept(self, on_call: Interceptor) -> AbstractContextManager[None]:
+    def intercept(self, on_call: Interceptor, root: Any = None) -> AbstractContextManager[None]:
         """Report each Equinox module `__call__` made in this thread to on_call while the block runs."""
-        return self._interception.intercept(on_call)
+        return self._interception.intercept(on_call, root)
 
     def detach(self, module: eqx.Module) -> eqx.Module:
         """The module itself: Equinox modules are immutable values."""

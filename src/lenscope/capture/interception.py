@@ -60,9 +60,13 @@ class ClassInterception:
         self._thread = _ThreadState()
 
     @contextlib.contextmanager
-    def intercept(self, on_call: Interceptor) -> Iterator[None]:
-        """Report this thread's module calls to on_call while the block runs (the latest interceptor first)."""
+    def intercept(self, on_call: Interceptor, root: Any = None) -> Iterator[None]:
+        """Report this thread's module calls to on_call while the block runs (the latest interceptor first);
+        `root`: the module whose places name the paths, when the forward does not start with its `__call__`."""
         state = self._thread
+        if root is not None and not state.handlers:
+            for path, child in self.places(root):
+                state.places.setdefault(id(child), (child, path))
         state.handlers.append(on_call)
         self._acquire()
         try:

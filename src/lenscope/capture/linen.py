@@ -33,8 +33,9 @@ class LinenBackend:
         return target_classes(target, nn.Module)
 
     @contextlib.contextmanager
-    def intercept(self, on_call: Interceptor) -> Iterator[None]:
-        """Report each linen method call (inside any apply, this thread) to on_call while the block runs."""
+    def intercept(self, on_call: Interceptor, root: Any = None) -> Iterator[None]:
+        """Report each linen method call (inside any apply, this thread) to on_call while the block runs
+        (paths are scope paths, so `root` is not needed)."""
         def interceptor(next_fun: Any, args: tuple, kwargs: dict, context: Any) -> Any:
             module = context.module
             path = module_path(module) if module.scope is not None else None

@@ -43,9 +43,9 @@ class NnxBackend:
         """TARGET's nnx.Module subclasses (None or a library base class: every module)."""
         return target_classes(target, nnx.Module)
 
-    def intercept(self, on_call: Interceptor) -> AbstractContextManager[None]:
+    def intercept(self, on_call: Interceptor, root: Any = None) -> AbstractContextManager[None]:
         """Report each NNX module `__call__` made in this thread to on_call while the block runs."""
-        return self._interception.intercept(on_call)
+        return self._interception.intercept(on_call, root)
 
     def detach(self, module: nnx.Module) -> nnx.Module:
         """The module itself: an NNX module is an object that stays valid after its call."""

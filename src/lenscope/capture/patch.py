@@ -39,7 +39,7 @@ def check_patch(patch: Any, on: str = "output") -> dict[str, Callable[[Any], Any
 
 
 def _run(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], backend: CaptureBackend | None,
-         intervene: Callable[[ModuleCall, Callable[..., Any]], Any]) -> Any:
+         intervene: Callable[[ModuleCall, Callable[..., Any]], Any], root: Any = None) -> Any:
     """trace_fn(*args) with each forward call of `paths` handed to intervene; every path must be called."""
     backend = resolve_backend(backend)
     wanted, seen = frozenset(paths), {}
@@ -50,7 +50,7 @@ def _run(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], backen
         seen.setdefault(call.path, None)
         return intervene(call, proceed) if call.path in wanted else proceed()
 
-    with backend.intercept(on_call):
+    with backend.intercept(on_call, root) if root is not None else backend.intercept(on_call):
         output = trace_fn(*args)
     missing = [p for p in paths if p not in seen]
     if missing:
@@ -61,12 +61,13 @@ def _run(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], backen
 
 
 def patched(trace_fn: Callable[..., Any], args: tuple, patch: Patch, *, on: Literal["output", "inputs"] = "output",
-            backend: CaptureBackend | None = None) -> Any:
+            backend: CaptureBackend | None = None, root: Any = None) -> Any:
     """trace_fn(*args) with every `__call__` of each patched path changed.
 
     on="output": the call's output `y` is replaced by `fn(y)`. on="inputs": the call runs on
     `fn(inputs)` instead, where `inputs` is its DebugInputs (arguments by name; return
     `inputs.replace(x=...)`). Paths not named run unchanged; a named path never called is an error.
+    `root`: the model whose places name the paths when trace_fn does not start with its `__call__`.
     """
     patch = check_patch(patch, on)
 
@@ -80,7 +81,7 @@ def patched(trace_fn: Callable[..., Any], args: tuple, patch: Patch, *, on: Lite
                              f"changed with .replace(...); got {type(changed).__name__}")
         return proceed(*changed.args_kwargs())
 
-    return _run(trace_fn, args, list(patch), backend, intervene)
+    return _run(trace_fn, args, list(patch), backend, intervene, root)
 
 
 def record(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], patch: Patch | None = None, *,

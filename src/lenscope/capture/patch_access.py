@@ -16,11 +16,17 @@ import jax
 
 from .choose import backend_for
 from .patch import Patch, gradients, patched, record
+from .staged import read, reused_forward, staged
 
 __all__ = ["CurrentBatch", "Interventions", "PatchAccess"]
 
 # (owner, state, batch, key) while an analysis's forward is being traced
 _TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_traced", default=None)
+
+
+def _traced(args: tuple) -> bool:
+    """Whether the arguments are being traced (prefix reuse pays only where XLA shares the unpatched run)."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args))
 
 
 class CurrentBatch(Mapping[str, Any]):
@@ -80,19 +86,37 @@ class PatchAccess:
         traced = _TRACED.get()
         return traced[1] if traced is not None and traced[0] is self else self.state  # type: ignore[attr-defined]
 
-    def _model_fn(self, inputs: Any) -> tuple[Callable[..., Any], tuple]:
-        """A forward of the current state's model on `inputs` (a batch Mapping, a tuple of arguments, or an array)."""
+    def _bound(self, inputs: Any) -> tuple[Any, tuple]:
+        """The current state's model and the arguments of its forward on `inputs` (a batch Mapping, a tuple of
+        arguments, or an array)."""
         state = self._state()
         model = self.module(state.params, state.model_state)  # type: ignore[attr-defined]
         if isinstance(inputs, Mapping):
             inputs = self.model_inputs(inputs)  # type: ignore[attr-defined]
-        return (lambda *a: self.apply_model(model, a)), (inputs if isinstance(inputs, tuple) else (inputs,))  # type: ignore[attr-defined]
+        return model, (inputs if isinstance(inputs, tuple) else (inputs,))
 
-    def forward(self, inputs: Any, patch: Patch | None = None, *,
-                on: Literal["output", "inputs"] = "output") -> Any:
-        """The model's output on `inputs` with `patch` {path: fn} applied (see capture.patched); vmap-able."""
-        fn, args = self._model_fn(inputs)
-        return patched(fn, args, patch or {}, on=on, backend=backend_for(self.model))  # type: ignore[attr-defined]
+    def _model_fn(self, inputs: Any) -> tuple[Callable[..., Any], tuple]:
+        """A forward of the current state's model on `inputs`, and its arguments."""
+        model, args = self._bound(inputs)
+        return (lambda *a: self.apply_model(model, a)), args  # type: ignore[attr-defined]
+
+    def forward(self, inputs: Any, patch: Patch | None = None, *, on: Literal["output", "inputs"] = "output",
+                readout: int | None = None) -> Any:
+        """The model's output on `inputs` with `patch` {path: fn} applied (see capture.patched); vmap-able.
+        `readout`: a position; of a [batch, seq, ...] output only that position (`output[:, readout]`) is
+        returned, and computed where the model allows (other outputs are returned whole).
+
+        Inside a trace, a block-structured model starts the patched run where the patch first acts, from
+        the unpatched run's residual stream (capture.staged: exact, and XLA computes that run once per
+        program); eagerly, and for any other model or patch, the whole patched forward runs.
+        """
+        model, args = self._bound(inputs)
+        backend = backend_for(self.model)  # type: ignore[attr-defined]
+        layered = None if getattr(self, "PER_EXAMPLE", False) else staged(model)  # a per-example model runs whole
+        if patch and layered is not None and _traced(args):
+            return reused_forward(layered, args, patch, on=on, readout=readout, backend=backend)
+        fn = lambda *a: self.apply_model(model, a)  # type: ignore[attr-defined]  # noqa: E731
+        return read(patched(fn, args, patch or {}, on=on, backend=backend), readout)
 
     def activations(self, inputs: Any, paths: Sequence[str], patch: Patch | None = None, *,
                     on: Literal["output", "inputs"] = "output") -> tuple[Any, dict]:

@@ -9,8 +9,8 @@ to analyses that want to recompute part of a layer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -52,24 +52,93 @@ def check_length(tokens: Array, seq_len: int) -> int:
     return seq
 
 
-def self_attention(layer: Any, x: Array, mask: Array | None = None) -> tuple[Array, Array]:
-    """Output and pattern of attention through `layer`'s query, key, value and out projections (every library's)."""
-    q, k, v = layer.query(x), layer.key(x), layer.value(x)
+def self_attention(layer: Any, x: Array, mask: Array | None = None,
+                   context: Array | None = None) -> tuple[Array, Array]:
+    """Output and pattern of attention through `layer`'s query, key, value and out projections (every library's).
+
+    `context`: the attention's input at the positions before x's (their keys and values), for a run that
+    starts at a later position; the mask is then [x positions, context + x positions].
+    """
+    kv = x if context is None else jnp.concatenate([context, x], axis=-2)
+    q, k, v = layer.query(x), layer.key(kv), layer.value(kv)
     pattern = attention_pattern(q, k, mask)
     return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
 
 
-def residual(model: Any, tokens: Array, pos_embed: Array) -> Array:
-    """The residual stream after the last block: embed + positions, then every block under a causal mask.
+def residuals(model: Any, tokens: Array, pos_embed: Array) -> list[Array]:
+    """The residual stream entering each block and after the last (n_layers + 1 arrays [..., seq, d_model]):
+    embed + positions, then every block under a causal mask.
 
     `model` is any library's Transformer here (its `embed`, `blocks` and `seq_len`).
     """
     seq = check_length(tokens, model.seq_len)
-    x = model.embed(tokens) + pos_embed[:seq]
+    x = model.embed(tokens)
+    x = x + pos_embed[:seq].astype(x.dtype)
     mask = causal_mask(seq)
+    stream = [x]
     for block in model.blocks:
         x = block(x, mask)
-    return x
+        stream.append(x)
+    return stream
+
+
+def residual(model: Any, tokens: Array, pos_embed: Array) -> Array:
+    """The residual stream after the last block (the last of `residuals`)."""
+    return residuals(model, tokens, pos_embed)[-1]
+
+
+def residual_from(model: Any, x: Array, start: int, context: Sequence[Array] | None = None,
+                  readout: int | None = None) -> Array:
+    """The residual stream after the last block, from x, the stream entering block `start` (0..n_layers).
+
+    With `context` (causal reuse), x holds only the positions from `first` = context[0]'s length on, and
+    context[i] is the stream entering block start + i at the positions before: under the causal mask those
+    are what a change from position `first` on cannot reach, so the run computes only the later positions.
+    With `readout` (an index into x's positions), only that position's stream [..., d_model] is returned:
+    the positions after it are never computed, and the last block computes only it.
+    """
+    blocks = list(model.blocks)[start:]
+    if readout is not None:
+        x = x[..., : readout + 1, :]
+        if not blocks:
+            return x[..., -1, :]
+    for i, block in enumerate(blocks):
+        before = context[i] if context else None
+        if readout is not None and i == len(blocks) - 1:  # the last block: only the read position is needed
+            before = x[..., :-1, :] if before is None else jnp.concatenate([before, x[..., :-1, :]], axis=-2)
+            x = x[..., -1:, :]
+        offset = 0 if before is None else before.shape[-2]
+        mask = causal_mask(offset + x.shape[-2])[offset:]
+        x = block(x, mask) if before is None else block(x, mask, before)
+    return x[..., -1, :] if readout is not None else x
+
+
+class BlockStages:
+    """The block structure every library's reference Transformer offers (capture.staged.Staged): its forward in
+    pieces, and runs that start at the residual stream entering a block (prefix reuse; TransformerLens's
+    start_at_layer). Needs `blocks`, `pos_embed` and `unembed_fn`; BLOCK_PATH formats a block's module path."""
+
+    BLOCK_PATH: ClassVar[str] = "blocks/{}"
+    skips_positions: ClassVar[bool] = True  # from_block takes the earlier positions as attention context
+
+    def block_paths(self) -> list[str]:
+        """The blocks' module paths, in forward order."""
+        return [self.BLOCK_PATH.format(i) for i in range(len(self.blocks))]  # type: ignore[attr-defined]
+
+    def staged_on(self, *args: Any) -> bool:
+        """Every forward (tokens) runs in pieces."""
+        return True
+
+    def residuals(self, tokens: Array, *, deterministic: bool = True) -> tuple[Array, list[Array]]:
+        """(logits, the residual stream entering each block and after the last): the forward, kept in pieces."""
+        stream = residuals(self, tokens, self.pos_embed)  # type: ignore[attr-defined]
+        return self.unembed_fn(stream[-1]), stream  # type: ignore[attr-defined]
+
+    def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None,
+                   readout: int | None = None) -> Array:
+        """Logits from `resid`, the residual stream entering block `start` (see residual_from); with `readout`,
+        the logits [batch, vocab] at that position only."""
+        return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
 
 class Attention(nn.Module):
@@ -90,10 +159,11 @@ class Attention(nn.Module):
         )
 
     def __call__(
-        self, x: Array, mask: Array | None = None, return_pattern: bool = False
+        self, x: Array, mask: Array | None = None, return_pattern: bool = False, context: Array | None = None
     ) -> Array | tuple[Array, Array]:
-        """Attend over x [..., seq, d_model]; the pattern is sown as intermediates/pattern and optionally returned."""
-        y, pattern = self_attention(self, x, mask)
+        """Attend over x [..., seq, d_model] (and `context`, earlier positions); the pattern is sown as
+        intermediates/pattern and optionally returned."""
+        y, pattern = self_attention(self, x, mask, context)
         self.sow("intermediates", "pattern", pattern)
         return (y, pattern) if return_pattern else y
 
@@ -132,14 +202,15 @@ class Block(nn.Module):
             self.ln1 = nn.LayerNorm(dtype=self.dtype)
             self.ln2 = nn.LayerNorm(dtype=self.dtype)
 
-    def __call__(self, x: Array, mask: Array | None = None) -> Array:
-        """Update the residual stream x [..., seq, d_model]."""
-        x = x + self.attn(self.ln1(x) if self.use_ln else x, mask)
+    def __call__(self, x: Array, mask: Array | None = None, context: Array | None = None) -> Array:
+        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only)."""
+        norm = self.ln1 if self.use_ln else (lambda y: y)
+        x = x + self.attn(norm(x), mask, context=None if context is None else norm(context))
         x = x + self.mlp(self.ln2(x) if self.use_ln else x)
         return x
 
 
-class Transformer(nn.Module):
+class Transformer(BlockStages, nn.Module):
     """Decoder-only transformer over integer tokens, returning logits [batch, seq, n_out or vocab_size].
 
     There is no dropout: `deterministic` is accepted so trainers can pass it uniformly.
@@ -155,6 +226,7 @@ class Transformer(nn.Module):
     n_out: int | None = None
     use_ln: bool = False
     dtype: Dtype = jnp.float32
+    BLOCK_PATH: ClassVar[str] = "blocks_{}"
 
     def setup(self) -> None:
         self.embed = nn.Embed(self.vocab_size, self.d_model, dtype=self.dtype)
@@ -173,7 +245,7 @@ class Transformer(nn.Module):
 
     def __call__(self, tokens: Array, *, deterministic: bool = True) -> Array:
         """Logits for every position of tokens [batch, seq] (seq <= seq_len), causally masked."""
-        x = residual(self, tokens, self.pos_embed.astype(self.dtype))
+        x = residual(self, tokens, self.pos_embed)
         # Same two steps as unembed_fn, inlined so the forward does not invoke
         # another method of the root module (interceptors would record it).
         if self.use_ln:

@@ -29,7 +29,7 @@ class Ablation(InterventionOp):
         _, head_inputs = self.activations(batch, heads, on="inputs") if heads else (None, {})
 
         def scores(patch: Any, on: str = "output") -> dict[str, jax.Array]:
-            return self.loss_accuracy(self.forward(batch, patch, on=on), labels)
+            return self.loss_accuracy(self.answer_forward(batch, patch, on), labels)
 
         out: dict[str, Any] = {"base": self.loss_accuracy(output, labels), "modules": {}, "heads": {}}
         for path in modules:

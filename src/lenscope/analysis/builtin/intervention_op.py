@@ -46,6 +46,11 @@ class InterventionOp(OpAnalysis):
         """Answer logits [batch, vocab] of a model output (at the `position` parameter)."""
         return answer_logits(output, int(self.params["position"]))
 
+    def answer_forward(self, inputs: Any, patch: Any, on: str = "output") -> Any:
+        """The patched forward's output at the answer position only (the rest is never computed where the
+        model's block structure allows: capture.staged)."""
+        return self.forward(inputs, patch, on=on, readout=int(self.params["position"]))  # type: ignore[attr-defined]
+
     def diff_metric(self, clean: Mapping[str, Any], corrupted: Mapping[str, Any]) -> Any:
         """output -> mean logit[clean answer] - logit[corrupted answer]."""
         correct, wrong = self.labels(clean), self.labels(corrupted)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..sweeps import chunk_for, correlation, normalized, set_head, set_position, sweep
+from ..sweeps import correlation, normalized, position_chunk, position_sweep, set_head, sweep
 from .base import root_label
 from .intervention_op import BLOCKS, HEADS, MODULES, InterventionOp
 
@@ -36,13 +36,13 @@ class ActivationPatching(InterventionOp):
         corrupted, acts, heads, metric, clean, bad = self.runs()
 
         def score(patch: Any, on: str = "output") -> jax.Array:
-            return normalized(metric(self.forward(corrupted, patch, on=on)), clean, bad)
+            return normalized(metric(self.answer_forward(corrupted, patch, on)), clean, bad)
 
         out = {"clean": clean, "corrupted": bad}
         if acts:
             seq = next(iter(acts.values())).shape[1]
-            out["positions"] = sweep(score, list(acts), lambda p, i: set_position(acts[p], i), seq,
-                                     chunk_for(next(iter(acts.values()))))
+            out["positions"] = position_sweep(score, list(acts), acts, seq,
+                                              position_chunk(next(iter(acts.values()))))
         if heads:
             count = next(iter(heads.values())).shape[-2]
             out["heads"] = sweep(lambda patch: score(patch, "inputs"), list(heads),

@@ -39,7 +39,7 @@ class Steering(InterventionOp):
                          else jnp.asarray(given, clean_acts[path].dtype))
 
             def steered(scale: jax.Array, p: str = path, d: jax.Array = direction) -> dict[str, jax.Array]:
-                output = self.forward(clean, {p: lambda y: y + scale * d})
+                output = self.answer_forward(clean, {p: lambda y: y + scale * d})
                 return {**self.loss_accuracy(output, labels), "logit_diff": metric(output)}
 
             out[root_label(path)] = jax.vmap(steered)(scales)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import jax
 from flax import nnx
 
-from ..transformer import residual, self_attention
+from ..transformer import BlockStages, residual, self_attention
 from .rngs import require_rngs
 
 Array = jax.Array
@@ -31,10 +31,11 @@ class Attention(nnx.Module):
         self.value = nnx.LinearGeneral(d_model, heads, use_bias=False, rngs=rngs)
         self.out = nnx.LinearGeneral(heads, d_model, axis=(-2, -1), use_bias=False, rngs=rngs)
 
-    def __call__(self, x: Array, mask: Array | None = None,
-                 return_pattern: bool = False) -> Array | tuple[Array, Array]:
-        """Attend over x [..., seq, d_model]; with return_pattern, also the pattern [..., heads, q, k]."""
-        y, pattern = self_attention(self, x, mask)
+    def __call__(self, x: Array, mask: Array | None = None, return_pattern: bool = False,
+                 context: Array | None = None) -> Array | tuple[Array, Array]:
+        """Attend over x [..., seq, d_model] (and `context`, earlier positions); with return_pattern, also the
+        pattern [..., heads, q, k]."""
+        y, pattern = self_attention(self, x, mask, context)
         return (y, pattern) if return_pattern else y
 
 
@@ -64,13 +65,14 @@ class Block(nnx.Module):
         self.ln1 = nnx.LayerNorm(d_model, epsilon=1e-6, rngs=rngs) if use_ln else None
         self.ln2 = nnx.LayerNorm(d_model, epsilon=1e-6, rngs=rngs) if use_ln else None
 
-    def __call__(self, x: Array, mask: Array | None = None) -> Array:
-        """Update the residual stream x [..., seq, d_model]."""
-        x = x + self.attn(self.ln1(x) if self.ln1 is not None else x, mask)
+    def __call__(self, x: Array, mask: Array | None = None, context: Array | None = None) -> Array:
+        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only)."""
+        norm = self.ln1 if self.ln1 is not None else (lambda y: y)
+        x = x + self.attn(norm(x), mask, context=None if context is None else norm(context))
         return x + self.mlp(self.ln2(x) if self.ln2 is not None else x)
 
 
-class Transformer(nnx.Module):
+class Transformer(BlockStages, nnx.Module):
     """Decoder-only transformer over integer tokens, returning logits [batch, seq, n_out or vocab_size].
 
     Built with its `nnx.Rngs` (`Transformer(..., rngs=nnx.Rngs(seed))`). There is no dropout:

@@ -9,7 +9,8 @@ entering any block (`resid=`, `start_at_layer=`) and stop before any (`stop_at_l
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -285,6 +286,34 @@ class Decoder(eqx.Module):
         if self.ln_final is not None:
             resid = self.ln_final(resid)
         return self.unembed(resid, self.embed.embedding)
+
+    # -- the block structure (capture.staged.Staged): patched runs that start at a block (prefix reuse) -------------
+    def block_paths(self) -> list[str]:
+        """The blocks' module paths, in forward order."""
+        return [f"blocks/{i}" for i in range(len(self.blocks))]
+
+    skips_positions: ClassVar[bool] = False  # its attention takes no earlier positions: runs start at position 0
+
+    def staged_on(self, *args: Any, **kwargs: Any) -> bool:
+        """Runs in pieces serve unpadded token batches only (a padding mask is not passed from block to block)."""
+        return len(args) == 1 and not kwargs
+
+    def residuals(self, tokens: Array) -> tuple[Array, list[Array]]:
+        """(logits, the residual stream entering each block and after the last) of tokens [b, s], unpadded."""
+        positions = positions_of(None, *tokens.shape)
+        stream = [self.embed_tokens(tokens, positions)]
+        for block in self.blocks:
+            stream.append(block(stream[-1], None, positions))
+        return self.unembed_fn(stream[-1]), stream
+
+    def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None,
+                   readout: int | None = None) -> Array:
+        """Logits from `resid`, the residual stream entering block `start` (every position: `skips_positions`
+        is False, so no `context` is given); `readout`: the logits at that position only."""
+        positions = positions_of(None, *resid.shape[:2])
+        for block in self.blocks[start:]:
+            resid = block(resid, None, positions)
+        return self.unembed_fn(resid if readout is None else resid[:, readout])
 
     def step(self, tokens: Array, attention_mask: Array, positions: Array, caches: list[KV],
              index: Array | int) -> tuple[Array, list[KV]]:
