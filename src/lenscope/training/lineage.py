@@ -129,8 +129,14 @@ class Lineage:
         return path
 
     def checkpoint_dir(self) -> Path:
-        """Where the current node's checkpoint goes."""
-        return self.store.checkpoint_dir(self.node)
+        """Where the current node's checkpoint goes, the current node written first.
+
+        Only the writer reads the store: every other process computes the same folder from the node
+        it was given, so none looks up a row process 0 has not committed.
+        """
+        if self.writer:
+            return self.store.checkpoint_dir(self.flush())
+        return self.store.checkpoint_folder(self.node)
 
     def mark_checkpoint(self, node: Node, path: Path, step: int) -> None:
         """Mark a committed checkpoint on `node` (called from the checkpoint thread)."""

@@ -209,7 +209,7 @@ class TrainingLoop:
         with shielded():  # an interrupt waits until Orbax has the state and its commit is under way
             node = self.lineage.flush()
             step = int(self.state.step)
-            self._checkpoints.save(self.store.checkpoint_dir(node), self.state, step,
+            self._checkpoints.save(self.lineage.checkpoint_dir(), self.state, step,
                                    lambda path, s: self.lineage.mark_checkpoint(node, path, s))
 
     def test(self, split: str = "test") -> dict[str, float]:
