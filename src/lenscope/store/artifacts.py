@@ -80,8 +80,11 @@ class ArtifactsMixin(StoreBase):
                     current[(row.node_id, row.name)] = row.top
         return current
 
-    def artifact(self, node: NodeLike, name: str, version: int | None = None) -> Payload:
-        """The payload of artifact `name` on `node`: the latest version unless `version` is given."""
+    def artifact(self, node: NodeLike, name: str, version: int | None = None, *, lazy: bool = False) -> Payload:
+        """The payload of artifact `name` on `node`: the latest version unless `version` is given.
+
+        Its bytes are read and checked now, or with `lazy` when first wanted (`payload.chunks()` streams them).
+        """
         node = Node.coerce(node)
         with self.read() as connection:
             node_id = self._node_id(connection, node)
@@ -93,6 +96,8 @@ class ArtifactsMixin(StoreBase):
             row = connection.execute(stmt.order_by(artifacts.c.version.desc()).limit(1)).first()
             if row is None:
                 self._missing(connection, node, node_id, name, version)
+        if lazy:
+            return self._payload(node, name, row)
         return Payload(row.filename, self.blobs.get(row.sha256, row.size, artifact_label(node, name, row.version)))
 
     def artifact_history(self, node: NodeLike, name: str) -> list[tuple[int, Payload]]:
