@@ -26,6 +26,11 @@ class TrainerConfig:
         "training/analyze_strict", default=False,
         help="a failing tandem analysis stops training instead of being recorded",
     )
+    analysis_deadline: float = field(
+        "training/analysis_deadline", default=600.0, ge=0,
+        help="seconds a validation's tandem work (plots, files) may take; past it the work is abandoned with "
+             "one line and training goes on; 0 means no deadline",
+    )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field(
         "optimization/warmup_steps", default=0, ge=0, help="linear warmup steps before the peak rate"
