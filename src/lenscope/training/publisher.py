@@ -188,9 +188,15 @@ class Publisher:
         else:
             log.error("tandem analysis %s failed again at %s: %s", name, node, one_line(err))
         if self.writer:
-            with contextlib.suppress(Abandoned), self.gate(generation):
-                self.store.record(node, {f"tandem/{name}/error": one_line(err)})
-                self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+            try:
+                with self.gate(generation):
+                    self.store.record(node, {f"tandem/{name}/error": one_line(err)})
+                    self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+            except Abandoned:
+                pass
+            except Exception as failed:  # noqa: BLE001  (a full disk: said in one line, never a thread's traceback)
+                log.error("tandem analysis %s: its failure could not be recorded on %s: %s", name, node,
+                          one_line(failed))
 
     def summary(self, validations: int) -> str | None:
         """One line naming every analysis that failed during the run (None when none did)."""
