@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from _peer_common import Shape, normalized_grid
 
-from lenscope.analysis.interventions import chunk_for, logit_diff, normalized, set_position, sweep
+from lenscope.analysis.sweeps import chunk_for, logit_diff, normalized, set_position, sweep
 from lenscope.capture import LinenBackend, make_capture_fn
 from lenscope.capture.patch import patched, record
 from lenscope.models import Transformer

@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 
 from lenscope.analysis import AnalysisBase
 from lenscope.analysis.running import execute_analysis_step
-from lenscope.analysis.table_run import build_dataset, write_parquet
-from lenscope.analysis.tables import parse_schema
+from lenscope.analysis.table_mode import build_dataset, write_parquet
+from lenscope.analysis.table_schema import parse_schema
 from lenscope.models import MLPClassifier
 from lenscope.training import BaseTrainer, TrainerConfig
 from lenscope.training.data import ArrayData

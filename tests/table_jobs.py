@@ -14,7 +14,7 @@ import optax
 
 from lenscope.analysis import AnalysisBase
 from lenscope.analysis.builtin import OpAnalysis
-from lenscope.analysis.table_run import TableConfig, default_columns
+from lenscope.analysis.table_mode import TableConfig, default_columns
 from lenscope.config import field
 from lenscope.examples.grokking import GrokConfig, GrokTrainer
 from lenscope.models import MLPClassifier, Transformer

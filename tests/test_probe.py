@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lenscope.analysis.cfg import AnalysisCfg
-from lenscope.analysis.tables import load_table
+from lenscope.analysis.table_schema import load_table
 from lenscope.errors import StoreError, UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.examples.grokking_probe import (

@@ -17,8 +17,8 @@ import pytest
 
 from lenscope.analysis.cfg import AnalysisCfg
 from lenscope.analysis.running import execute_analysis_op, execute_analysis_step
-from lenscope.analysis.table_run import build_dataset, write_parquet
-from lenscope.analysis.tables import (
+from lenscope.analysis.table_mode import build_dataset, write_parquet
+from lenscope.analysis.table_schema import (
     Column,
     features,
     load_table,

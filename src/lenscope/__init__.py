@@ -15,9 +15,12 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from . import job_registry
+from .renamed import keep_old_names
 from .version import VERSION
 
 __version__ = VERSION
+keep_old_names(__name__, {"registry": job_registry})
 
 if TYPE_CHECKING:
     from . import ops
@@ -26,12 +29,12 @@ if TYPE_CHECKING:
     from .analysis.builtin import OpAnalysis
     from .analysis.cfg import AnalysisCfg
     from .analysis.running import execute_analysis_op, execute_analysis_step
-    from .analysis.table_run import TableConfig
+    from .analysis.table_mode import TableConfig
     from .analysis.tables import load_table
     from .capture import CaptureError, DebugInputs
     from .config import field, hydrate, to_yaml
     from .errors import ConfigError, JobError, LenscopeError, StoreError, UsageError
-    from .registry import job, jobs, resolve
+    from .job_registry import job, jobs, resolve
     from .runner import build_job, run_analyses, run_job
     from .store import Node, NodeRecord, Payload, Query, Store
     from .training import BaseTrainer, TrainerConfig, TrainState
@@ -58,7 +61,7 @@ _EXPORTS = {
     "Query": "lenscope.store",
     "Store": "lenscope.store",
     "StoreError": "lenscope.errors",
-    "TableConfig": "lenscope.analysis.table_run",
+    "TableConfig": "lenscope.analysis.table_mode",
     "TrainState": "lenscope.training",
     "TrainerConfig": "lenscope.training",
     "UsageError": "lenscope.errors",
@@ -67,10 +70,10 @@ _EXPORTS = {
     "execute_analysis_step": "lenscope.analysis.running",
     "field": "lenscope.config",
     "hydrate": "lenscope.config",
-    "job": "lenscope.registry",
-    "jobs": "lenscope.registry",
-    "load_table": "lenscope.analysis.tables",
-    "resolve": "lenscope.registry",
+    "job": "lenscope.job_registry",
+    "jobs": "lenscope.job_registry",
+    "load_table": "lenscope.analysis.table_schema",
+    "resolve": "lenscope.job_registry",
     "run_analyses": "lenscope.runner",
     "run_job": "lenscope.runner",
     "to_yaml": "lenscope.config",
@@ -141,7 +144,7 @@ def _may_be_op(name: str) -> bool:
 
 def _op_names() -> list[str]:
     """The registered op names (imports the analysis layer: only asked for names lenscope itself lacks)."""
-    return importlib.import_module("lenscope.analysis.registry").names()
+    return importlib.import_module("lenscope.analysis.op_registry").names()
 
 
 def __dir__() -> list[str]:

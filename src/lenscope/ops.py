@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .analysis.cfg import AnalysisCfg, option_fields
-from .analysis.registry import get, names, register  # noqa: F401  (register is lenscope.ops.register)
+from .analysis.op_registry import get, names, register  # noqa: F401  (register is lenscope.ops.register)
 from .analysis.running import execute_analysis_op
 from .errors import hint
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .registry import resolve
+from .job_registry import resolve
 from .store import Node, Store
 from .training.interrupts import on_signals
 

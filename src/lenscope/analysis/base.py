@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 
 from ..capture import Capturer, Target, backend_for
-from ..capture.patch_access import Interventions
+from ..capture.patch_access import PatchAccess
 from ..files import check_plain_name
 from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode
@@ -22,8 +22,8 @@ from ..training.placement import abstract, to_host
 from ..training.publisher import Publisher
 from .cfg import choose_paths
 from .lazy_plots import PlotHelper, prewarm_plots
-from .publish import render
-from .table_run import publish_table, run_table
+from .render import render
+from .table_mode import publish_table, run_table
 
 # XLA options of every analysis (tandem, standalone, ops) unless it sets COMPILER_OPTIONS: half the compile time.
 # One set everywhere, so a tandem result and the standalone run on that step's checkpoint are identical (#11.12).
@@ -36,7 +36,7 @@ M = TypeVar("M", bound=nn.Module)
 _PUBLISHING: ContextVar[tuple[Any, Lineage] | None] = ContextVar("lenscope_publishing", default=None)
 
 
-class AnalysisBase(Interventions, BaseTrainer[C, M], Generic[C, M]):
+class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
     """Subclass as `class MyAnalysis(AnalysisBase[C, M], MyTrainer)`; implement select, analyze and plot."""
 
     NAME: ClassVar[str] = ""

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from ..files import atomic_path
-from .tables import Column, features
+from .table_schema import Column, features
 
 
 def _folder(analysis: Any) -> Path | None:

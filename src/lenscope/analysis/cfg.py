@@ -12,7 +12,7 @@ from ..capture import CaptureError, format_paths, match_paths
 from ..errors import ConfigError, LenscopeError, UsageError, hint
 from ..files import check_plain_name
 from ..text import load_yaml_file, parse_value
-from .tables import parse_schema
+from .table_schema import parse_schema
 
 
 def choose_paths(analysis: Any, found: list[str]) -> Any:

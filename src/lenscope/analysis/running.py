@@ -19,20 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import registry as jobs_registry
+from .. import job_registry as jobs_registry
 from ..errors import UsageError, hint
 from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.extensions import register_analysis_runner
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
-from . import registry as ops
+from . import op_registry as ops
 from .base import AnalysisBase
 from .batch import AnalysisBatch, AnalysisEntry, AnalysisStore
 from .cache import cached_results
 from .cfg import DEFAULT_STEP_FN, AnalysisCfg, coerce_cfg, option_fields, register_step_runner
-from .table_run import step_rows, table_artifact
-from .tables import load_table
+from .table_mode import step_rows, table_artifact
+from .table_schema import load_table
 
 
 # -- configs ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Interventions: the analysis methods `self.batch`, `self.forward(inputs, patch=...)` and `self.gradients(...)`.
+"""PatchAccess: the analysis methods `self.batch`, `self.forward(inputs, patch=...)` and `self.gradients(...)`.
 
 Inside `analyze()` they read the traced state and batch of the running capture (one compiled program);
 anywhere else they use the analysis's concrete state and its analysis batch (eager, for notebooks).
@@ -16,7 +16,7 @@ import jax
 from .choose import backend_for
 from .patch import Patch, gradients, patched, record
 
-__all__ = ["CurrentBatch", "Interventions"]
+__all__ = ["CurrentBatch", "Interventions", "PatchAccess"]
 
 # (owner, state, batch, key) while an analysis's forward is being traced
 _TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_traced", default=None)
@@ -52,7 +52,7 @@ class CurrentBatch(Mapping[str, Any]):
         return f"CurrentBatch({dict(self._current())!r})"
 
 
-class Interventions:
+class PatchAccess:
     """Run the model again with patches, record activations, take gradients at module outputs."""
 
     def trace(self, state: Any, batch: Mapping[str, Any], key: Any) -> Any:
@@ -98,3 +98,6 @@ class Interventions:
         """(metric, {path: activation}, {path: d metric / d activation}) from one forward and one backward."""
         fn, args = self._model_fn(inputs)
         return gradients(fn, args, paths, metric, patch, backend=backend_for(self.model))  # type: ignore[attr-defined]
+
+
+Interventions = PatchAccess  # the old name of this mixin, deprecated

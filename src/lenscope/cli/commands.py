@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ..config import hydrate, to_yaml
 from ..errors import StoreError, UsageError, hint
-from ..registry import jobs, resolve
+from ..job_registry import jobs, resolve
 from ..store import Node, Store
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
@@ -41,7 +41,7 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     """List registered jobs, then the registered ops (marked [op]; run with --analysis), with their descriptions."""
-    from ..analysis import registry as ops  # lazy: the op registry's layer loads JAX; ls/show/get start without it
+    from ..analysis import op_registry as ops  # lazy: the op registry's layer loads JAX; ls/show/get start without it
 
     rows = [(name, _summary(cls)) for name, cls in jobs().items()]
     rows += [(name, f"[op] {_summary(ops.get(name))}") for name in ops.names()]

@@ -12,9 +12,9 @@ import jax
 from ..analysis import AnalysisBase
 from ..config import hydrate
 from ..errors import UsageError
-from ..registry import resolve
+from ..job_registry import resolve
 from ..runner import build_job, run_analyses, run_job
-from ..store.lineages import heads
+from ..store.lineage_heads import heads
 from ..training.interrupts import on_signals
 from ..training.resume import resume_point
 from .commands import _lookup, open_store

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import optax
 
 from ..config import field
+from ..job_registry import job
 from ..models import Transformer
-from ..registry import job
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
 from .grokking_data import make_splits

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..analysis import AnalysisBase
+from ..job_registry import job
 from ..models import Transformer
 from ..models.transformer import Attention, attention_pattern
-from ..registry import job
 from .grokking import GrokConfig, GrokTrainer
 
 

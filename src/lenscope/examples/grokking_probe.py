@@ -26,9 +26,9 @@ import optax
 
 from ..analysis.builtin import OpAnalysis, layer_output
 from ..analysis.running import load_input
-from ..analysis.table_run import TableConfig, default_columns
+from ..analysis.table_mode import TableConfig, default_columns
 from ..errors import UsageError
-from ..registry import job
+from ..job_registry import job
 from .grokking import GrokConfig, GrokTrainer
 
 _PROPERTY = re.compile(r"^([A-Za-z_]\w*)(?:\s*%\s*([0-9]+))?$")

@@ -16,7 +16,7 @@ from jax.experimental import multihost_utils
 from ..files import atomic_path
 from ..store import Node, Store
 from ..store.leases import Lease, acquire
-from ..store.lineages import node_state
+from ..store.lineage_heads import node_state
 from .interrupts import describe, shielded
 
 Guard = Callable[[], contextlib.AbstractContextManager]

@@ -11,7 +11,7 @@ from ..config import hydrate, to_dict
 from ..errors import UsageError
 from ..store import Node, Store
 from ..store.leases import stale
-from ..store.lineages import Head, heads
+from ..store.lineage_heads import Head, heads
 from .trainer import node_name
 
 _SHOWN = 3  # differing config paths named in a message

@@ -18,7 +18,7 @@ import optax
 from .. import capture
 from ..config import hydrate, schema, to_dict
 from ..errors import UsageError
-from ..registry import job_name
+from ..job_registry import job_name
 from ..store import Node, Store
 from .checkpoint import CheckpointWriter, read_checkpoint, restore_tree
 from .compile_cache import use_compile_cache

@@ -1,9 +1,14 @@
 """`lenscope ui`: a read-only web UI over the lineage store (runs, curves, flip-books, nodes, artifacts).
 
-The read model (`readonly`, `lineages`, `series`, `lineage`, `nodes`, `tables`, `figures`, `svg`) needs
+The read model (`readonly`, `lineage_list`, `series`, `lineage_page`, `nodes`, `tables`, `figures`, `svg`) needs
 only the store; the web layer (`app`, `pages`, `server`) adds Starlette, Jinja2 and uvicorn (the `ui`
 extra). Nothing here imports JAX, Flax or the training and analysis layers.
 """
 
+from lenscope.renamed import keep_old_names
+from lenscope.ui import lineage_list, lineage_page
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+
+keep_old_names(__name__, {"lineages": lineage_list, "lineage": lineage_page})

@@ -8,7 +8,7 @@ import re
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
-from lenscope.ui.lineage import is_figure
+from lenscope.ui.lineage_page import is_figure
 
 MAX_TEXT = 1 << 20  # bytes of a JSON or text artifact shown on a page; the download has all of it
 MAX_JSON_DEPTH = 100  # nesting a JSON preview pretty-prints; deeper JSON is shown as it is stored

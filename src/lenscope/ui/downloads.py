@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from lenscope.ui import content
 from lenscope.ui.figures import MAX_PDF_BYTES, FigureError
-from lenscope.ui.lineages import lineage_rows, parse_lineage, with_liveness
+from lenscope.ui.lineage_list import lineage_rows, parse_lineage, with_liveness
 from lenscope.ui.live import stamp
 from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_chunks, artifact_content, artifact_info, parse_node
 from lenscope.ui.pages import _int, _lineage, _ui, curves_json

@@ -6,7 +6,7 @@ from sqlalchemy import case, func, select
 
 from lenscope.store import StoreReader
 from lenscope.store.schema import artifacts, nodes, records
-from lenscope.ui.lineages import in_lineage
+from lenscope.ui.lineage_list import in_lineage
 
 
 def stamp(store: StoreReader, lineage: tuple[str, str] | None = None) -> str:

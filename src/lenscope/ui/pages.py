@@ -12,8 +12,8 @@ from starlette.responses import RedirectResponse, Response
 from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
-from lenscope.ui.lineage import lineage_detail
-from lenscope.ui.lineages import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
+from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
+from lenscope.ui.lineage_page import lineage_detail
 from lenscope.ui.live import stamp
 from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_file, artifact_head, artifact_info, node_detail, parse_node
 from lenscope.ui.series import Curves, lineage_keys, load_curves

@@ -16,7 +16,7 @@ from sqlalchemy import exists, func, select
 
 from lenscope.store import StoreReader
 from lenscope.store.schema import nodes, records
-from lenscope.ui.lineages import in_lineage, rank_keys
+from lenscope.ui.lineage_list import in_lineage, rank_keys
 
 BUCKETS = 800  # per curve: up to two points each, about two per horizontal pixel of a wide chart
 FINITE = 1.7e308  # values beyond are infinities, which a chart cannot place

@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..interventions import ablate_head, mean_ablate, zero_ablate
+from ..sweeps import ablate_head, mean_ablate, zero_ablate
 from .base import root_label
-from .interventions_base import HEADS, MODULES, InterventionOp
+from .intervention_op import HEADS, MODULES, InterventionOp
 
 
 class Ablation(InterventionOp):

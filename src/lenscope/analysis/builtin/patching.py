@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..interventions import chunk_for, correlation, normalized, set_head, set_position, sweep
+from ..sweeps import chunk_for, correlation, normalized, set_head, set_position, sweep
 from .base import root_label
-from .interventions_base import BLOCKS, HEADS, MODULES, InterventionOp
+from .intervention_op import BLOCKS, HEADS, MODULES, InterventionOp
 
 
 class ActivationPatching(InterventionOp):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .base import root_label
-from .interventions_base import InterventionOp
+from .intervention_op import InterventionOp
 
 
 class Steering(InterventionOp):

@@ -10,7 +10,7 @@ from sqlalchemy import exists, select
 
 from lenscope.store import Node, StoreReader
 from lenscope.store.schema import artifacts, edges, nodes
-from lenscope.ui.lineages import in_lineage
+from lenscope.ui.lineage_list import in_lineage
 
 FIGURE_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg"})
 

@@ -26,8 +26,8 @@ from ..files import atomic_path
 from ..training.placement import to_host
 from ..training.progress import Progress
 from .cache import cached_rows
-from .publish import render
-from .tables import Column, batch_rows, features, parse_schema
+from .render import render
+from .table_schema import Column, batch_rows, features, parse_schema
 
 
 @dataclass
