@@ -40,7 +40,7 @@ class TrainerConfig:
     b2: float = field("optimization/b2", default=0.999, help="Adam second-moment decay")
     report_interval: int = field(
         "logging/report_interval", default=50, ge=0,
-        help="record training values every N steps (and at the end); 0 means never",
+        help="record training values every N steps, at each checkpoint and at the end; 0 means never",
     )
     validation_interval: int = field(
         "logging/validation_interval", default=500, ge=0,

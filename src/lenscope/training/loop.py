@@ -26,6 +26,16 @@ def due(step: int, interval: int, *, last: bool = False) -> bool:
     return interval > 0 and (step % interval == 0 or last)
 
 
+def reports(step: int, args: Any) -> bool:
+    """Whether training values are recorded at `step`: every report interval, at the end, and at each checkpoint.
+
+    A checkpoint closes the report window, so a run resumed from it averages the same steps as the run
+    that was not interrupted: its reported means are the same.
+    """
+    return due(step, args.report_interval, last=step == args.steps) or (
+        args.report_interval > 0 and due(step, args.checkpoint_interval))
+
+
 class TrainingLoop:
     """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
@@ -161,7 +171,7 @@ class TrainingLoop:
                 totals = metrics if totals is None else self._accumulate(totals, metrics)
                 count += 1
                 progress.update()
-                if due(step, args.report_interval, last=step == args.steps):
+                if reports(step, args):
                     values = {f"train/{k}": float(v) / count for k, v in to_host(totals).items()}
                     values["train/steps_per_s"] = count / (time.perf_counter() - t0)
                     values["train/step"] = step
