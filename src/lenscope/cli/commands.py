@@ -97,7 +97,7 @@ def _where_value(key: str, op: str, text: str) -> Any:
 def _query(store: Store, args: argparse.Namespace):
     """The store query the ls filters describe."""
     query = store.query()
-    if args.lineage:
+    if args.lineage is not None:
         node = Node.parse(args.lineage)
         query = query.name(node.name).nonce(node.nonce)
     if args.name:

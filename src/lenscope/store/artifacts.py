@@ -17,6 +17,15 @@ from lenscope.store.schema import artifacts, nodes
 ArtifactItem = tuple[NodeLike, str, str, bytes]
 
 
+def check_artifact_name(name: object) -> str:
+    """An artifact name that can be linked to: `/` may group names, but no `.` or `..` part and no backslash."""
+    name = check_name(name, "artifact name")
+    if "\\" in name or any(part in (".", "..") for part in name.split("/")):
+        raise UsageError(f"artifact name {name!r} refused: a name may not hold a backslash or a '.' or '..' "
+                         "part (a link to it could not reach it); e.g. 'attention' or 'probe/layer_1'")
+    return name
+
+
 class ArtifactsMixin(StoreBase):
     """The artifact half of the Store."""
 
@@ -34,7 +43,7 @@ class ArtifactsMixin(StoreBase):
             except (TypeError, ValueError):
                 raise UsageError("put_artifacts: each item must be (node, name, filename, content)") from None
             node = Node.coerce(node)
-            name = check_name(name, "artifact name")
+            name = check_artifact_name(name)
             filename = check_plain_name(filename, "artifact filename", filename=True)
             checked.append((node, name, filename, as_bytes(content, f"artifact {name!r} on {node}")))
         if not checked:

@@ -137,7 +137,7 @@ class Guard:
             scope = {**scope, "path": "/-/unknown-host", "method": "GET"}
         elif scope["method"] not in ("GET", "HEAD"):
             scope = {**scope, "path": "/-/method-not-allowed", "method": "GET"}
-        elif ".." in path.split("/") or "\\" in path:
+        elif b".." in scope.get("raw_path", path.encode()).split(b"/") or b"\\" in scope.get("raw_path", b""):
             scope = {**scope, "path": "/-/not-found"}
         download = path.startswith(("/artifact/", "/png/"))
 
