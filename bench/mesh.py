@@ -1,4 +1,4 @@
-"""Memory per device of a sharded model and of its captured activations: 1 device against 8 (#17).
+"""Memory per device of a sharded model and of its captured activations: 1 device against 8.
 
     .venv/bin/python bench/mesh.py [--d-model 256] [--layers 4] [--batch 16] [--seq 64] [--steps 3]
 

@@ -1,4 +1,4 @@
-"""Damaged checkpoints are refused on restore and found by fsck, from digests recorded at commit (#12.3).
+"""Damaged checkpoints are refused on restore and found by fsck, from digests recorded at commit.
 
 One tiny run writes real Orbax checkpoints; each test damages a copy of its store the way the
 adversarial test did (flipped bytes in a data file, a deleted commit_success.txt or _METADATA)

@@ -127,7 +127,7 @@ def test_jobs_lists_registered_jobs_with_descriptions(trained):
     lines = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"grokking/train", "grokking/fourier", "grokking/summary"} <= set(lines)
     assert "AdamW" in lines["grokking/train"]
-    for op in ("activation_stats", "attention_patterns", "logit_lens", "weight_spectrum"):  # #11.12: ops too
+    for op in ("activation_stats", "attention_patterns", "logit_lens", "weight_spectrum"):  # ops too
         assert lines[op].split()[1] == "[op]", lines[op]
 
 
@@ -145,7 +145,7 @@ def test_file_job_branches_from_a_base_node(trained):
 
 @pytest.mark.slow
 def test_failing_job_exits_2_with_one_line_showing_the_users_frame_and_marks_its_node_failed(trained):
-    # #11.6 changed this from exit 1: an exception raised by the user's own code is the user's error (2)
+    # changed from exit 1: an exception raised by the user's own code is the user's error (2)
     result = lenscope("run", str(trained.root / "my_jobs.py") + ":Boom", "--store", trained.store, *TINY,
                       cwd=trained.root)
     line = one_error_line(result, code=2)
@@ -393,7 +393,7 @@ def test_help_of_each_subcommand(command, capsys):
     (["--where", "phase", "==", "middle", "--where", "los", "<", "3"], "no value key 'los'"),
 ])
 def test_ls_says_which_word_the_store_lacks_when_nothing_matches(small, capsys, args, message):
-    """#11.9: a filter that cannot match because its name or key does not exist is a typo: exit 2 with a hint."""
+    """A filter that cannot match because its name or key does not exist is a typo: exit 2 with a hint."""
     assert run_main("ls", "--store", small["root"], *args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -402,7 +402,7 @@ def test_ls_says_which_word_the_store_lacks_when_nothing_matches(small, capsys, 
 
 
 def test_get_into_a_folder_to_stdout_and_never_onto_special_files(small, tmp_path, capsysbinary):
-    """#11.5, #12.4: DIR/ or an existing folder takes the artifact's filename; `-o -` is stdout."""
+    """DIR/ or an existing folder takes the artifact's filename; `-o -` is stdout."""
     folder = tmp_path / "figures"
     get = ["get", small["a1"], "summary", "--store", small["root"], "-o"]
     assert run_main(*get, f"{folder}/") == 2 and not folder.exists()

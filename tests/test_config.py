@@ -516,7 +516,7 @@ def test_refining_subclass_changes_default_and_inherits_help():
     assert hydrate(Child).steps == 99 and hydrate(Parent).steps == 10
 
 
-# ---- ranges, strict booleans, refused YAML (#11.9, #11.15) -----------------------------------------
+# ---- ranges, strict booleans, refused YAML -----------------------------------------
 
 @dataclass
 class Ranged:

@@ -1,4 +1,4 @@
-"""Written files respect the umask (#11.8): results, blobs and `get -o` output are readable by a team."""
+"""Written files respect the umask: results, blobs and `get -o` output are readable by a team."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM during `lenscope run` (#11.3, #11.4), with real subprocesses and signals.
+"""Ctrl-C and SIGTERM during `lenscope run`, with real subprocesses and signals.
 
 A run stops within seconds, exits 130, marks its last node failed with `interrupted` (and only a node it
 owns), leaves every results file with its artifact and every artifact with its file, never prints

@@ -1,4 +1,4 @@
-"""Interventions (issue 15): patching, ablation, gradients and sweeps checked against independent computations."""
+"""Interventions: patching, ablation, gradients and sweeps checked against independent computations."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_a_vmapped_sweep_equals_the_loop_of_single_patches(grok):
 
 
 class BatchAndForward(AnalysisBase, GrokTrainer):
-    """Reads labels through self.batch, patches with self.forward, takes gradients, all inside analyze()."""
+    """Reads labels through self.current_batch, patches with self.forward, takes gradients, all inside analyze()."""
 
     NAME = "batch_and_forward"
 
@@ -168,10 +168,10 @@ class BatchAndForward(AnalysisBase, GrokTrainer):
         return "blocks_0/mlp"
 
     def analyze(self, layer, inputs):
-        labels, x = self.batch["labels"], self.batch["inputs"]
+        labels, x = self.current_batch["labels"], self.current_batch["inputs"]
         ablated = self.forward(x, {"blocks_0/mlp": jnp.zeros_like})
         metric = lambda out: -jnp.mean(jax.nn.log_softmax(out[:, -1])[jnp.arange(labels.shape[0]), labels])  # noqa
-        loss, acts, grads = self.gradients(self.batch, ["blocks_0/mlp"], metric)
+        loss, acts, grads = self.gradients(self.current_batch, ["blocks_0/mlp"], metric)
         return {"labels": labels, "ablated": ablated, "loss": loss, "grad": grads["blocks_0/mlp"],
                 "traced": jnp.asarray(isinstance(labels, jax.core.Tracer))}
 
@@ -186,7 +186,9 @@ def test_self_batch_forward_and_gradients_inside_analyze_compile_once_and_match_
     assert bool(results["traced"]) and analysis.compilations == 1
     batch = analysis.batch("validation", 0)  # still the trainer's method
     np.testing.assert_array_equal(results["labels"], batch["labels"])
-    np.testing.assert_array_equal(analysis.batch["labels"], batch["labels"])  # eager: the analysis batch
+    np.testing.assert_array_equal(analysis.current_batch["labels"], batch["labels"])  # eager: the analysis batch
+    with pytest.warns(DeprecationWarning, match="use self.current_batch"):  # the old Mapping use, for one release
+        np.testing.assert_array_equal(analysis.batch["labels"], batch["labels"])
     eager = analysis.forward(batch["inputs"], {"blocks_0/mlp": jnp.zeros_like})
     np.testing.assert_allclose(eager, results["ablated"], rtol=1e-5, atol=1e-6)
     reference = analysis.loss(analysis.state.params, batch, jax.random.PRNGKey(0))[0]

@@ -1,4 +1,4 @@
-"""Iteration speed (#13): restore without init, the persistent compilation cache, lazy imports, notebook reuse."""
+"""Iteration speed: restore without init, the persistent compilation cache, lazy imports, notebook reuse."""
 
 from __future__ import annotations
 

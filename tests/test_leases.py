@@ -1,4 +1,4 @@
-"""Leases (#12.2) on SQLite and a real PostgreSQL server: one live job per lineage, a dead owner's lineage is stale."""
+"""Leases on SQLite and a real PostgreSQL server: one live job per lineage, a dead owner's lineage is stale."""
 
 from __future__ import annotations
 

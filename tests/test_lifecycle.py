@@ -1,5 +1,5 @@
-"""Honest lifecycles: every path ends a node done or failed (#11.2), resumed nodes record the config they were
-made with (#12.1), and the recorded steps/s is the one the progress line shows (#11.12)."""
+"""Honest lifecycles: every path ends a node done or failed, resumed nodes record the config they were
+made with, and the recorded steps/s is the one the progress line shows."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_documented_evaluation_pattern_leaves_the_node_done(tiny, store_root, fi
         assert owner(store, finished.lineage) is not None
     evaluator.test("validation")
     evaluator.cleanup()
-    assert _state(store_root, finished) == ("done", None)  # was left running before #11.2
+    assert _state(store_root, finished) == ("done", None)  # such a node used to be left running
     with Store(store_root) as store:
         assert owner(store, finished.lineage) is None and "validation/loss" in store.values(finished)
 

@@ -1,4 +1,4 @@
-"""Sharded state on a device mesh (#17): training, analysis and restore across 1 device, 8 devices (8, 8x1, 4x2)
+"""Sharded state on a device mesh: training, analysis and restore across 1 device, 8 devices (8, 8x1, 4x2)
 and 2 processes x 4 devices, all on CPU devices; and the mesh config's errors.
 
 One module-scoped run does the work: this process (1 device) trains the reference and analyzes; 2 joined

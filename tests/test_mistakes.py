@@ -1,4 +1,4 @@
-"""A new user's mistakes (#11, #12): each is one line on stderr, the documented exit code, and nothing written.
+"""A new user's mistakes: each is one line on stderr, the documented exit code, and nothing written.
 
 Every row runs the real command: most in this process through `lenscope.cli.main(argv)` (it returns the exit
 code), three in real subprocesses. "Nothing written" compares every file under the test folder (by content)
@@ -288,7 +288,7 @@ def test_a_mistake_is_one_line_its_exit_code_and_writes_nothing(world, case, arg
 
 
 def test_names_are_measured_in_bytes_and_the_longest_one_publishes(world, capsys):
-    """#12.6: one check, in bytes, at construction; a name it accepts never fails later for its length."""
+    """One check, in bytes, at construction; a name it accepts never fails later for its length."""
     assert MAX_NAME_BYTES == 255 - len("..12345678.tmp") - len(".error.txt")  # noqa: SIM300 (temp name, suffix)
     name = "n" * (2 * MAX_NAME_CHARS - MAX_NAME_BYTES) + "\u00e9" * (MAX_NAME_BYTES - MAX_NAME_CHARS)
     assert (len(name), len(name.encode())) == (MAX_NAME_CHARS, MAX_NAME_BYTES) and check_plain_name(name, "name")

@@ -215,7 +215,7 @@ def test_a_title_changed_after_wrapping_is_wrapped_anew():
 
 
 def test_helper_figures_are_freed_after_saving():
-    """A figure holds its layout Grid; the Grid must not form a cycle the garbage collector cannot see (#11.13)."""
+    """A figure holds its layout Grid; the Grid must not form a cycle the garbage collector cannot see."""
     import gc
     import tracemalloc
     import weakref

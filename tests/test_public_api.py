@@ -1,4 +1,5 @@
-"""Public API: `__all__`, the lazy table and the TYPE_CHECKING block name the same objects; docs import only them."""
+"""Public API: one list of public names (the stub lenscope/__init__.pyi), `__all__` derived from it; docs import
+only them."""
 
 from __future__ import annotations
 
@@ -13,30 +14,36 @@ import lenscope
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules a reader may import from (packages with an `__all__`, the op facade, the examples); the rest may move.
-# lenscope.analysis and lenscope.analysis.execution are the seed-002 import paths of the runner API (issue 18).
+# lenscope.analysis and lenscope.analysis.execution are the seed-002 import paths of the runner API.
 PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|analysis(\.execution)?"
                             r"|examples(\.\w+)?))?\Z")
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """name -> module of each import in lenscope/__init__.py's `if TYPE_CHECKING:` block."""
-    tree = ast.parse(Path(lenscope.__file__).read_text(encoding="utf-8"))
-    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+def _stub_imports() -> dict[str, str]:
+    """name -> module of each import in the stub lenscope/__init__.pyi, read here independently of lenscope."""
+    tree = ast.parse((Path(lenscope.__file__).parent / "__init__.pyi").read_text(encoding="utf-8"))
     found = {}
-    for node in block.body:
-        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
-        module = "lenscope" + (f".{node.module}" if node.module else "")
-        found.update({alias.asname or alias.name: module for alias in node.names})
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module != "typing":
+            assert node.level == 1, ast.unparse(node)
+            module = "lenscope" + (f".{node.module}" if node.module else "")
+            for alias in node.names:
+                assert alias.asname == alias.name, f"re-export as `{alias.name} as {alias.name}`: {ast.unparse(node)}"
+                found[alias.name] = module
+        else:
+            assert isinstance(node, (ast.Import, ast.ImportFrom, ast.AnnAssign, ast.FunctionDef)), ast.unparse(node)
     return found
 
 
-TYPED = _type_checking_imports()
+TYPED = _stub_imports()
 
 
-def test_all_lists_exactly_the_lazy_names_and_the_names_type_checkers_see():
-    assert lenscope.__all__ == sorted(set(lenscope.__all__))
-    assert sorted(TYPED) == lenscope.__all__
-    assert sorted([*lenscope._EXPORTS, *lenscope._MODULES]) == lenscope.__all__
+def test_all_is_derived_from_the_stub_the_one_list_of_public_names():
+    assert lenscope.__all__ == sorted(set(lenscope.__all__)) == sorted(TYPED)
+    assert lenscope._EXPORTS == TYPED
+    assert "_MODULES" not in vars(lenscope)  # no second table
+    source = Path(lenscope.__file__).read_text(encoding="utf-8")
+    assert "TYPE_CHECKING" not in source  # no third list
 
 
 @pytest.mark.parametrize("name", lenscope.__all__)

@@ -1,4 +1,4 @@
-"""Restoring a checkpoint is strict unless surgery says otherwise (#11.1): a foreign checkpoint is one clear error."""
+"""Restoring a checkpoint is strict unless surgery says otherwise: a foreign checkpoint is one clear error."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Kill -9 a training subprocess after a checkpoint; resuming reaches the uninterrupted run's parameters bitwise.
 
 While the first run lives, its lineage is leased: a second resume is refused and `ls` shows it running;
-once it is killed, `ls` shows it stale and a resume takes it over (#12.2), on SQLite and PostgreSQL.
+once it is killed, `ls` shows it stale and a resume takes it over, on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

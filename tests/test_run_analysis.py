@@ -177,7 +177,7 @@ def test_lenscope_run_with_several_analyses(base, capsys):
     store = Store(root / "runs")
     stats = json.loads(store.artifact(node, "activation_stats").content)
     assert list(stats["layers"]) == ["blocks_0"]
-    assert store.artifact(node, "acts.parquet").filename == "acts.parquet"  # issue 18: tables are NAME.parquet
+    assert store.artifact(node, "acts.parquet").filename == "acts.parquet"  # tables are NAME.parquet
     code = cli_main(["run", "grokking/train", *tiny, "--base", str(node), "--store", str(root / "runs"),
                      "--analysis", "activation_stats,bogus=1"])
     assert code == 2 and "no parameter 'bogus'" in capsys.readouterr().err
@@ -237,19 +237,18 @@ _CACHE_SCRIPT = """
 import json, sys
 sys.path.insert(0, {tests!r})
 import numpy as np
-from lenscope.analysis import running
 from lenscope.analysis.cfg import AnalysisCfg
 from lenscope.examples.grokking import GrokTrainer
 trainer = GrokTrainer({tiny!r}, base={node!r}, store={root!r} + "/runs")
 out = trainer.run_analysis(AnalysisCfg("activation_stats", cache_dir={cache!r}))
-(view,) = running._VIEWS[trainer].values()
+((_, view),) = trainer.bound_views
 stats = {{path: {{k: float(np.asarray(v)) for k, v in d.items()}} for path, d in out["activation_stats"].items()}}
 print(json.dumps({{"compilations": view.compilations, "stats": stats}}))
 """
 
 
 def test_cache_dir_lets_a_second_process_reuse_the_results(base, tmp_path):
-    """Issue 18: cache_dir caches intermediate results (no longer the XLA compilation cache, which has its own
+    """Cache_dir caches intermediate results (no longer the XLA compilation cache, which has its own
     setting): a second process running the same cfg on the same node computes nothing."""
     cache = tmp_path / "results-cache"
     root, tiny, node = base

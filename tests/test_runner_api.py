@@ -1,4 +1,4 @@
-"""Issue 18: the seed-002 runner surface: entry points and phases, hooks, AnalysisCfg(target_op, step_fn, apply,
+"""The seed-002 runner surface: entry points and phases, hooks, AnalysisCfg(target_op, step_fn, apply,
 cache_dir), execute_analysis_op/step, the analysis store, top-level ops, concept_direction, table artifact names."""
 
 from __future__ import annotations

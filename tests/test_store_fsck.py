@@ -1,4 +1,4 @@
-"""Damaged blobs, leftovers of killed writes, stale nodes: listing survives, fsck finds, gc/--repair clean (#12.5)."""
+"""Damaged blobs, leftovers of killed writes, stale nodes: listing survives, fsck finds, gc/--repair clean."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store refuses what it must not touch or cannot mean (#12.7): a foreign SQLite file, a damaged database,
+"""The store refuses what it must not touch or cannot mean: a foreign SQLite file, a damaged database,
 a filter value of the wrong kind for its column (the same on SQLite and PostgreSQL)."""
 
 from __future__ import annotations

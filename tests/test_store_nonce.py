@@ -1,4 +1,4 @@
-"""Two lineages started at the same moment never share a nonce, on SQLite and PostgreSQL (#12.7).
+"""Two lineages started at the same moment never share a nonce, on SQLite and PostgreSQL.
 
 The nonce source is forced to draw the same nonce in every thread first (the collision the
 random draw makes rare), and on PostgreSQL each thread's first INSERT waits at a barrier until

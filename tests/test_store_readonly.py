@@ -1,4 +1,4 @@
-"""A store this process cannot write stays readable (#11.7): `ls`, `show`, `get` on a real read-only folder.
+"""A store this process cannot write stays readable: `ls`, `show`, `get` on a real read-only folder.
 
 Tests run as root here, and root writes through chmod 0555, so each check runs in a real subprocess that
 cannot write: as the unprivileged user `nobody` (setpriv) on a folder without write permission, and as root

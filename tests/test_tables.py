@@ -89,7 +89,7 @@ def test_table_mode_end_to_end(tmp_path):
     # the same bytes in results, in the store, through `lenscope get`
     on_disk = (analysis.results_dir() / "hidden.parquet").read_bytes()
     store = Store(root)
-    payload = store.artifact(node, "hidden.parquet")  # issue 18: the table is artifact NAME.parquet
+    payload = store.artifact(node, "hidden.parquet")  # the table is artifact NAME.parquet
     assert payload.filename == "hidden.parquet" and payload.content == on_disk
     out = tmp_path / "got.parquet"
     assert cli_main(["get", str(node), "hidden.parquet", "-o", str(out), "--store", str(root)]) == 0

@@ -168,7 +168,7 @@ def test_analyses_compile_quickly_unless_they_set_their_own_options(tiny, store_
     with pytest.raises(Exception, match="No such compile option: 'xla_backend_optimisation_level'"):
         Misspelled.from_trainer(trainer).compute()  # the options reach XLA
     standalone = FourierAnalysis(tiny, store=store_root)
-    assert standalone.compiler_options() == {"xla_backend_optimization_level": 0}  # the same options (#11.12)
+    assert standalone.compiler_options() == {"xla_backend_optimization_level": 0}  # the same options
     np.testing.assert_allclose(view.compute()["norm"], Optimized.from_trainer(trainer).compute()["norm"], rtol=1e-6)
     trainer.cleanup()
 
@@ -314,7 +314,7 @@ def test_failing_analysis_is_recorded_and_training_completes(tiny, store_root, c
         assert [r["seq"] for r in store.query().nonce(node.nonce).artifact(name).sort("seq").select()] == [20, 40]
     text = store.artifact(node, "broken.error")["content"].decode()
     assert text.startswith("Traceback") and "spectrum exploded" in text and "in analyze" in text
-    # the traceback once, then one line per failure, then a summary at the end of the run (#11.11)
+    # the traceback once, then one line per failure, then a summary at the end of the run
     first, again, summary = [r.getMessage() for r in caplog.records if r.name == "lenscope.tandem"]
     assert first.startswith(f"tandem analysis broken failed at {node.name}@{node.nonce}:20") and "Traceback" in first
     assert again == f"tandem analysis broken failed again at {node}: ValueError: spectrum exploded"

@@ -1,4 +1,4 @@
-"""A tandem result is identical to the standalone run of the same analysis on that step's checkpoint (#11.12)."""
+"""A tandem result is identical to the standalone run of the same analysis on that step's checkpoint."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Sensitive(AnalysisBase[GrokConfig, Transformer], GrokTrainer):
 
 
 def test_tandem_json_is_identical_to_the_standalone_run_on_that_checkpoint(tiny, store_root, tmp_path):
-    """#11.12: tandem and standalone compile with the same XLA options (they differed in the last digits)."""
+    """Tandem and standalone compile with the same XLA options (they differed in the last digits)."""
     watched = type("Watched", (GrokTrainer,), {"ANALYSIS": (Sensitive,)})
     node = run_job(watched, tiny, store=store_root)
     at_20 = Node(node.name, node.nonce, 20)

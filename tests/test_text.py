@@ -102,7 +102,7 @@ def test_ls_where_reads_text_as_the_config_does(valued, capsys, text, expected):
         assert got != _api(valued, op, text)  # the value read from the text was compared, not the text
 
 
-# ---- refused YAML: duplicate keys and aliases (#11.14, #11.15) -------------------------------------
+# ---- refused YAML: duplicate keys and aliases -------------------------------------
 
 @pytest.mark.parametrize("text, problem", [
     ("a: 1\nb: 2\na: 3\n", "duplicate key 'a' at line 3, column 1 (first at line 1; a key may appear once"),

@@ -78,7 +78,7 @@ def test_interval_zero_means_never(tiny, store_root):
 @pytest.mark.parametrize("path", ["logging/validation_interval", "logging/checkpoint_interval",
                                   "logging/report_interval"])
 def test_negative_interval_is_refused_before_anything_is_written(tiny, store_root, path):
-    with pytest.raises(ConfigError, match=f"{path} must be >= 0, got -5"):  # the schema's range (#11.9)
+    with pytest.raises(ConfigError, match=f"{path} must be >= 0, got -5"):  # the schema's range
         run_job(GrokTrainer, tiny + [f"{path}=-5"], store=store_root)
     assert not store_root.exists()
 
@@ -107,7 +107,7 @@ def test_branch_starts_a_new_lineage_whose_parent_is_the_base(tiny, store_root):
 
 
 class PartialGrok(GrokTrainer):
-    """Opts in to a partial restore through surgery (#11.1: the default is strict)."""
+    """Opts in to a partial restore through surgery (the default is strict)."""
 
     def surgery(self, state, saved):
         restored, self.restored_missing = partial_restore(state, saved)

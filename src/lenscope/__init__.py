@@ -1,8 +1,8 @@
 """lenscope: see what a JAX model learns, with analyses that share the trainer's lifecycle.
 
-Names are imported on first use (the `_EXPORTS` table), so `lenscope ls`/`show`/`get` start without
-loading JAX; the TYPE_CHECKING block imports the same objects for type checkers and IDEs, and `__all__`
-lists them (tests/test_public_api.py keeps the three in step).
+The public names are listed once, as the imports of the stub `__init__.pyi` (what type checkers and
+IDEs read); this module reads that file to import each name on first use, so `lenscope ls`/`show`/`get`
+start without loading JAX, and derives `__all__` from it (tests/test_public_api.py checks both).
 
 Op wrappers are also reachable here (`lenscope.activation_stats` is `lenscope.ops.activation_stats`),
 looked up in the op registry on first access. They are not in `__all__`: the registry grows at run
@@ -11,9 +11,11 @@ time (`lenscope.ops.register`), and a name here (e.g. `Store`) always wins over 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from . import job_registry
 from .renamed import keep_old_names
@@ -22,118 +24,43 @@ from .version import VERSION
 __version__ = VERSION
 keep_old_names(__name__, {"registry": job_registry})
 
-if TYPE_CHECKING:
-    from . import ops
-    from .analysis import AnalysisBase, plots
-    from .analysis.batch import AnalysisBatch, AnalysisStore
-    from .analysis.builtin import OpAnalysis
-    from .analysis.cfg import AnalysisCfg
-    from .analysis.running import execute_analysis_op, execute_analysis_step
-    from .analysis.table_mode import TableConfig
-    from .analysis.tables import load_table
-    from .capture import CaptureError, DebugInputs
-    from .config import field, hydrate, to_yaml
-    from .errors import ConfigError, JobError, LenscopeError, StoreError, UsageError
-    from .job_registry import job, jobs, resolve
-    from .runner import build_job, run_analyses, run_job
-    from .store import Node, NodeRecord, Payload, Query, Store
-    from .training import BaseTrainer, TrainerConfig, TrainState
-    from .training.data import ArrayData
-    from .training.phase import Phase
+STUB = Path(__file__).with_suffix(".pyi")
 
-_EXPORTS = {
-    "AnalysisBase": "lenscope.analysis",
-    "AnalysisBatch": "lenscope.analysis.batch",
-    "AnalysisStore": "lenscope.analysis.batch",
-    "AnalysisCfg": "lenscope.analysis.cfg",
-    "ArrayData": "lenscope.training.data",
-    "BaseTrainer": "lenscope.training",
-    "CaptureError": "lenscope.capture",
-    "ConfigError": "lenscope.errors",
-    "DebugInputs": "lenscope.capture",
-    "JobError": "lenscope.errors",
-    "LenscopeError": "lenscope.errors",
-    "Node": "lenscope.store",
-    "NodeRecord": "lenscope.store",
-    "OpAnalysis": "lenscope.analysis.builtin",
-    "Payload": "lenscope.store",
-    "Phase": "lenscope.training.phase",
-    "Query": "lenscope.store",
-    "Store": "lenscope.store",
-    "StoreError": "lenscope.errors",
-    "TableConfig": "lenscope.analysis.table_mode",
-    "TrainState": "lenscope.training",
-    "TrainerConfig": "lenscope.training",
-    "UsageError": "lenscope.errors",
-    "build_job": "lenscope.runner",
-    "execute_analysis_op": "lenscope.analysis.running",
-    "execute_analysis_step": "lenscope.analysis.running",
-    "field": "lenscope.config",
-    "hydrate": "lenscope.config",
-    "job": "lenscope.job_registry",
-    "jobs": "lenscope.job_registry",
-    "load_table": "lenscope.analysis.table_schema",
-    "resolve": "lenscope.job_registry",
-    "run_analyses": "lenscope.runner",
-    "run_job": "lenscope.runner",
-    "to_yaml": "lenscope.config",
-}
-_MODULES = {"ops": "lenscope.ops", "plots": "lenscope.analysis.plots"}
 
-__all__ = [
-    "AnalysisBase",
-    "AnalysisBatch",
-    "AnalysisCfg",
-    "AnalysisStore",
-    "ArrayData",
-    "BaseTrainer",
-    "CaptureError",
-    "ConfigError",
-    "DebugInputs",
-    "JobError",
-    "LenscopeError",
-    "Node",
-    "NodeRecord",
-    "OpAnalysis",
-    "Payload",
-    "Phase",
-    "Query",
-    "Store",
-    "StoreError",
-    "TableConfig",
-    "TrainState",
-    "TrainerConfig",
-    "UsageError",
-    "build_job",
-    "execute_analysis_op",
-    "execute_analysis_step",
-    "field",
-    "hydrate",
-    "job",
-    "jobs",
-    "load_table",
-    "ops",
-    "plots",
-    "resolve",
-    "run_analyses",
-    "run_job",
-    "to_yaml",
-]
+def _exports(stub: Path = STUB) -> dict[str, str]:
+    """{public name: the module it is imported from} as the stub's `from .x import name as name` lines say."""
+    found = {}
+    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            module = __name__ + (f".{node.module}" if node.module else "")
+            found.update({alias.asname or alias.name: module for alias in node.names})
+    return found
+
+
+_EXPORTS = _exports()
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name (or an op wrapper of lenscope.ops) on first access and cache it on the package."""
-    if name in _MODULES:
-        value = importlib.import_module(_MODULES[name])
-    elif name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _EXPORTS:
+        value = _load(_EXPORTS[name], name)
     elif _may_be_op(name) and name in _op_names():
-        value = getattr(importlib.import_module(_MODULES["ops"]), name)
+        value = getattr(importlib.import_module(f"{__name__}.ops"), name)
     else:
         raise AttributeError(f"module 'lenscope' has no attribute {name!r} (public names: lenscope.__all__; "
                              "ops: dir(lenscope.ops))")
     globals()[name] = value
     return value
+
+
+def _load(module: str, name: str) -> Any:
+    """`name` of `module`: an attribute of it, or its submodule (`from .analysis import plots`, `from . import ops`)."""
+    if module != __name__:
+        found = getattr(importlib.import_module(module), name, None)
+        if found is not None:
+            return found
+    return importlib.import_module(f"{module}.{name}")
 
 
 def _may_be_op(name: str) -> bool:

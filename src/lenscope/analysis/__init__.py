@@ -1,6 +1,6 @@
 """Analysis: AnalysisBase, running analyses (one path), tables, the eager Debugger and plot helpers.
 
-Importing it registers the analysis runner behind `BaseTrainer.run_analysis` (training.extensions).
+`BaseTrainer.run_analysis` and `analysis_step` reach `running` by name (training.trainer.analysis_entry).
 """
 
 from ..capture import DebugInputs
@@ -9,7 +9,7 @@ from . import op_registry, render, sweeps, table_mode, table_schema
 from .base import AnalysisBase
 from .batch import AnalysisBatch, AnalysisStore
 from .cfg import AnalysisCfg
-from .running import execute_analysis_op, execute_analysis_step, run_analysis  # importing registers the runner
+from .running import execute_analysis_op, execute_analysis_step, run_analysis
 
 __all__ = ["AnalysisBase", "AnalysisBatch", "AnalysisCfg", "AnalysisStore", "DebugInputs", "execute_analysis_op",
            "execute_analysis_step", "run_analysis"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -14,26 +13,27 @@ import jax
 
 from ..capture import Capturer, Target, backend_for
 from ..capture.patch_access import PatchAccess
+from ..errors import UsageError
 from ..files import check_plain_name
 from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode
 from ..training.phase import Phase, session
 from ..training.placement import abstract, to_host
 from ..training.publisher import Publisher
+from .cache import batch_digest, cached_results
 from .cfg import choose_paths
+from .holder import Borrowed, OwnState
+from .hooks import fire
 from .lazy_plots import PlotHelper, prewarm_plots
 from .render import render
 from .table_mode import publish_table, run_table
 
 # XLA options of every analysis (tandem, standalone, ops) unless it sets COMPILER_OPTIONS: half the compile time.
-# One set everywhere, so a tandem result and the standalone run on that step's checkpoint are identical (#11.12).
+# One set everywhere, so a tandem result and the standalone run on that step's checkpoint are identical.
 DEFAULT_COMPILER_OPTIONS: Mapping[str, Any] = {"xla_backend_optimization_level": 0}
 
 C = TypeVar("C")
 M = TypeVar("M", bound=nn.Module)
-
-# (view, lineage) while a tandem view publishes on the publisher's thread: its node there is the one it computed on
-_PUBLISHING: ContextVar[tuple[Any, Lineage] | None] = ContextVar("lenscope_publishing", default=None)
 
 
 class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
@@ -48,9 +48,7 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
     PARAMS: ClassVar[Mapping[str, Any]] = {}  # parameter defaults, set through AnalysisCfg.params or op keywords
     analysis_cfg: Any = None  # the active AnalysisCfg when run through run_analysis / execute_analysis_op
     input_dataset: Any = None  # the input_store table (a datasets.Dataset), read when bound to an AnalysisCfg
-    _view_of: BaseTrainer | None = None  # the trainer a borrowed view reads its state and node from
-    _own_state: Any = None
-    _own_lineage: Lineage | None = None  # a standalone analysis's node, or where a view's results go instead
+    row_step: Callable[..., Any] | None = None  # the trainer's own row step (AnalysisCfg.step_fn) for table mode
     _publisher: Publisher | None = None  # a tandem view's: publish() and on_analysis_end() run through it
     _cfg_params: Mapping[str, Any] | None = None  # PARAMS updated by the bound AnalysisCfg's params
     _call_inputs: Mapping[str, Any] | None = None  # the caller's analysis_inputs, during one call only
@@ -75,11 +73,21 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
                     f"class {cls.__name__}(AnalysisBase[C, M], {', '.join(trainers) or klass.__name__})"
                 )
 
-    def __init__(self, config: Any = None, **kwargs: Any) -> None:
-        """Trainer construction only: no setup, no state (A2)."""
-        self._view_of: BaseTrainer | None = None
+    def __init__(self, config: Any = None, *, view_of: BaseTrainer | None = None,
+                 publisher: Publisher | None = None, lineage: Lineage | None = None, **kwargs: Any) -> None:
+        """Trainer construction only: no setup, no state (A2); with `view_of`, a borrowed view (see from_trainer)."""
         _check_name(type(self))
-        super().__init__(config, **kwargs)
+        if view_of is None:
+            self.holder: OwnState = OwnState()
+            super().__init__(config, **kwargs)
+        else:
+            if config is not None or kwargs:
+                raise UsageError(f"{type(self).__name__}: a borrowed view takes no config, base or store of its "
+                                 f"own (it reads {type(view_of).__name__}'s)")
+            self.holder = Borrowed(view_of, lineage)
+            self._publisher = publisher
+            self._share_construction(view_of)
+            self._start()
         self.capturer = self._new_capturer()
 
     # -- the user's part -------------------------------------------------------------
@@ -95,64 +103,47 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
         """On process 0 with NumPy results: a Figure, a JSON value, or None."""
         return None
 
-    # -- hooks ---------------------------------------------------------------------
-    def on_analysis_start(self) -> None:
-        """Called before each analysis run."""
-
-    def on_analysis_epoch_end(self, results: Any) -> None:
-        """Called after each pass over the analysis data."""
-
-    def on_analysis_end(self, results: Any) -> None:
-        """Called after each analysis run with the gathered results."""
-
-    # -- state and node: own, or borrowed from a trainer ------------------------------
+    # -- state and node: the holder (own, or borrowed from a trainer) ----------------------
     @property
     def state(self) -> Any:
-        """The analyzed state: the trainer's current one for a borrowed view."""
-        return self._view_of.state if self._view_of is not None else self._own_state
+        """The analyzed state: the holder's (a borrowed view's is the trainer's current one)."""
+        return self.holder.state
 
     @state.setter
     def state(self, value: Any) -> None:
-        if self._view_of is not None:
-            raise RuntimeError(f"{type(self).__name__} is a borrowed view: the trainer alone replaces its state")
-        self._own_state = value
+        self.holder.state = value
 
     @property
     def lineage(self) -> Lineage | None:
-        """The node holder: its own, else the trainer's for a borrowed view; while a tandem view publishes, the
-        lineage of the node its results were computed on."""
-        pinned = _PUBLISHING.get()
-        if pinned is not None and pinned[0] is self:
-            return pinned[1]
-        if self._own_lineage is not None or self._view_of is None:
-            return self._own_lineage
-        return self._view_of.lineage
+        """Where results go: the holder's node (a borrowed view's: the trainer's, or the cfg's output_store node,
+        or while a tandem view concludes, the node its results were computed on)."""
+        return self.holder.current_lineage()
 
     @lineage.setter
     def lineage(self, value: Lineage | None) -> None:
-        self._own_lineage = value
+        self.holder.lineage = value
+
+    @property
+    def borrowed(self) -> bool:
+        """Whether this is a borrowed view (from_trainer) rather than a standalone analysis."""
+        return self.holder.trainer is not None
 
     @classmethod
     def from_trainer(cls, trainer: BaseTrainer, *, publisher: Publisher | None = None,
                      lineage: Lineage | None = None) -> AnalysisBase:
-        """A borrowed view on a running trainer: no construction, no state, no store of its own (A9).
+        """A borrowed view on a running trainer: no construction of its own, no state, no store of its own (A9).
 
-        A tandem view publishes through the trainer's `publisher`; `lineage` sends a view's results to
-        another node (AnalysisCfg.output_store) while state still comes from the trainer.
+        It shares the trainer's config, model, optimizer and data, and reads the trainer's current state
+        and node through its holder. A tandem view publishes through the trainer's `publisher`; `lineage`
+        sends a view's results to another node (AnalysisCfg.output_store).
         """
-        view = cls.__new__(cls)
-        view._view_of, view._publisher, view._own_lineage = trainer, publisher, lineage
-        for attr in ("args", "store", "base", "model", "model_kind", "schedule", "optimizer", "data", "placement"):
-            setattr(view, attr, getattr(trainer, attr))
-        view.capturer = view._new_capturer()
-        view.restored_missing, view._checkpoints = [], None
-        view._init_loop()
-        return view
+        return cls(view_of=trainer, publisher=publisher, lineage=lineage)
 
     # -- configuration and inputs ------------------------------------------------------
-    def use_cfg(self, cfg: Any, params: Mapping[str, Any]) -> None:
-        """Run as the AnalysisCfg `cfg` says (name, split, schema, names_filter) with `params` (PARAMS updated)."""
-        self.analysis_cfg, self._cfg_params = cfg, dict(params)
+    def use_cfg(self, cfg: Any, params: Mapping[str, Any], row_step: Callable[..., Any] | None = None) -> None:
+        """Run as the AnalysisCfg `cfg` says (name, split, schema, names_filter) with `params` (PARAMS updated);
+        `row_step` is the trainer's own step that table mode calls per batch (AnalysisCfg.step_fn)."""
+        self.analysis_cfg, self._cfg_params, self.row_step = cfg, dict(params), row_step
         if cfg.name:
             self.NAME = cfg.name
         if cfg.split:
@@ -181,8 +172,8 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             self._call_inputs = previous
 
     def _refuse_if_borrowed(self, what: str) -> None:
-        if self._view_of is not None:
-            raise RuntimeError(f"{type(self).__name__} is a borrowed view of {type(self._view_of).__name__}: "
+        if self.borrowed:
+            raise RuntimeError(f"{type(self).__name__} is a borrowed view of {type(self.holder.trainer).__name__}: "
                                f"it cannot {what}; the trainer owns setup, ticking and cleanup")
 
     def setup(self, resume: bool = True, *, attach: bool = True) -> None:
@@ -199,6 +190,26 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
         """Release what a standalone analysis owns."""
         self._refuse_if_borrowed("clean up")
         super().cleanup()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Mark a standalone analysis's node done or failed (a view's node is the trainer's to finish)."""
+        self._refuse_if_borrowed("finish the node")
+        super().finish(error)
+
+    def save_checkpoint(self) -> None:
+        """Analyses write no checkpoints: their state is the one they analyze."""
+        self._refuse_if_borrowed("save a checkpoint")
+        raise RuntimeError(f"{type(self).__name__} is an analysis: analyses never write checkpoints")
+
+    def validate(self) -> dict[str, float]:
+        """Validation metrics of a standalone analysis's state (a view's trainer validates its own)."""
+        self._refuse_if_borrowed("validate (it would record on the trainer's node)")
+        return super().validate()
+
+    def run_analysis(self, *cfgs: Any) -> Mapping[str, Any]:
+        """Run further analyses on this standalone analysis's state (on a view: run them on its trainer)."""
+        self._refuse_if_borrowed("run analyses (call run_analysis on the trainer)")
+        return super().run_analysis(*cfgs)
 
     def _make_lineage(self, mode: Mode) -> Lineage:
         """Check the selection first (state exists, no node yet: a bad select() writes nothing), then take the node."""
@@ -250,7 +261,18 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
         return self.capturer.compilations
 
     def compute(self, batch: Mapping[str, jax.Array] | None = None, key: jax.Array | None = None) -> Any:
-        """Capture and analyze inside one compiled trace, then gather to NumPy on every process."""
+        """Capture and analyze inside one compiled trace, then gather to NumPy on every process.
+
+        With AnalysisCfg.cache_dir the results of the analysis batch (or of a given batch, by a digest of its
+        bytes) are read from and stored in that folder.
+        """
+        cfg = self.analysis_cfg
+        if key is None and cfg is not None and cfg.cache_dir is not None:
+            return cached_results(self, lambda: self._compute(batch, None),
+                                  "batch" if batch is None else batch_digest(batch))
+        return self._compute(batch, key)
+
+    def _compute(self, batch: Mapping[str, jax.Array] | None, key: jax.Array | None) -> Any:
         batch = self.analysis_batch() if batch is None else batch
         key = self.analysis_key() if key is None else key
         state = self.state
@@ -279,7 +301,7 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
 
         A tandem view computes here, in the training thread, and concludes on its publisher's thread.
         """
-        if self._view_of is None:  # standalone: the analysis phase is this run (run_analysis sets it for views)
+        if not self.borrowed:  # standalone: the analysis phase is this run (run_analysis sets it for views)
             with session(self, Phase.ANALYSIS):
                 self.setup()
                 return self._run()
@@ -289,9 +311,9 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
         """Compute, then conclude (plot and save); a table analysis runs its passes instead."""
         if self.output_schema() is not None:
             return run_table(self)
-        self.on_analysis_start()
+        fire(self, "on_analysis_start")
         results = self.compute()
-        self.on_analysis_epoch_end(results)
+        fire(self, "on_analysis_epoch_end", results)
         self.conclude(results)
         return results
 
@@ -304,13 +326,9 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             self._publisher.defer(self.NAME, functools.partial(self._conclude, results))
 
     def _conclude(self, results: Any, lineage: Lineage | None = None) -> None:
-        token = _PUBLISHING.set((self, lineage)) if lineage is not None else None
-        try:
+        with self.holder.pinned(lineage):
             self.publish(results)
-            self.on_analysis_end(results)
-        finally:
-            if token is not None:
-                _PUBLISHING.reset(token)
+            fire(self, "on_analysis_end", results)
 
     def warm(self) -> list[Callable[[], Any]]:
         """A tandem view's ahead-of-time work, prepared in the training thread: load the plotting stack (process 0,

@@ -53,6 +53,16 @@ def cached_results(analysis: Any, compute: Callable[[], Any], *extra: Any) -> An
     return results
 
 
+def batch_digest(batch: Mapping[str, Any]) -> str:
+    """A digest of a batch's fields (names, shapes, dtypes, bytes): the cache key of a caller's own batch."""
+    digest = hashlib.sha256()
+    for name in sorted(batch):
+        value = np.asarray(batch[name])
+        digest.update(f"{name}{value.shape}{value.dtype}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
 def cached_rows(analysis: Any, schema: Mapping[str, Column], index: int,
                 compute: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Batch `index`'s table rows, read from its Parquet shard in cache_dir when one is there, else computed and

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,15 +50,7 @@ def _check_plain(value: Any, what: str) -> str:
     return check_plain_name(value, f"AnalysisCfg.{what}", ConfigError)
 
 
-DEFAULT_STEP_FN = "analysis_step"
-StepRunner = Callable[..., Iterator[dict[str, Any]]]
-_STEP_RUNNER: dict[str, StepRunner] = {}  # execute_analysis_step, registered by analysis.running (it imports this)
-
-
-def register_step_runner(runner: StepRunner) -> StepRunner:
-    """Install the function a generated `analysis_step` delegates to (analysis.running does, on import)."""
-    _STEP_RUNNER["step"] = runner
-    return runner
+DEFAULT_STEP_FN = "analysis_step"  # BaseTrainer.analysis_step: the rows of the cfg apply() attached
 
 
 def target_spec(target: Any) -> str | type:
@@ -183,18 +175,18 @@ class AnalysisCfg:
         return self.name or cls.NAME
 
     def apply(self, trainer: Any) -> Any:
-        """Attach this cfg to `trainer` (`trainer.analysis_cfg`) and, when the trainer has no method `step_fn`,
-        give it one: `trainer.analysis_step(batch=None, batch_idx=0, analysis_inputs=None)` yields rows."""
+        """Attach this cfg to `trainer` (`trainer.analysis_cfg`): then `trainer.analysis_step(batch=None,
+        batch_idx=0, analysis_inputs=None)`, which every trainer has, yields its rows."""
+        self.check_step(trainer)
         trainer.analysis_cfg = self
-        if not callable(getattr(trainer, self.step_fn, None)):
-            step = _STEP_RUNNER["step"]
-
-            def generated_step(batch: Any = None, batch_idx: int = 0, analysis_inputs: Any = None) -> Any:
-                return step(trainer, batch, batch_idx, trainer.analysis_cfg, analysis_inputs)
-
-            generated_step.generated = True
-            setattr(trainer, self.step_fn, generated_step)
         return trainer
+
+    def check_step(self, trainer: Any) -> None:
+        """UsageError unless `trainer` has the method `step_fn` names."""
+        if not callable(getattr(trainer, self.step_fn, None)):
+            raise UsageError(f"AnalysisCfg(step_fn={self.step_fn!r}): {type(trainer).__name__} has no method "
+                             f"{self.step_fn!r}{hint(self.step_fn, dir(trainer))}; define it or use the default "
+                             f"{DEFAULT_STEP_FN!r}")
 
 
 def option_fields() -> tuple[str, ...]:

@@ -11,8 +11,6 @@ Every entry point checks its configs once (`check_cfgs`), gives the trainer stat
 from __future__ import annotations
 
 import functools
-import hashlib
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +21,12 @@ from .. import job_registry as jobs_registry
 from ..errors import UsageError, hint
 from ..store import Node, Store
 from ..training import BaseTrainer
-from ..training.extensions import register_analysis_runner
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
 from . import op_registry as ops
 from .base import AnalysisBase
 from .batch import AnalysisBatch, AnalysisEntry, AnalysisStore
-from .cache import cached_results
-from .cfg import DEFAULT_STEP_FN, AnalysisCfg, coerce_cfg, option_fields, register_step_runner
+from .cfg import AnalysisCfg, coerce_cfg, option_fields
 from .table_mode import step_rows, table_artifact
 from .table_schema import load_table
 
@@ -112,10 +108,7 @@ def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
             raise UsageError(f"two analyses would both save results as {name!r} ({seen[name]} and {cfg.analysis!r}); "
                              "give one a distinct AnalysisCfg(name=...)")
         seen[name] = repr(cfg.analysis)
-        if cfg.step_fn != DEFAULT_STEP_FN and not callable(getattr(trainer, cfg.step_fn, None)):
-            raise UsageError(f"AnalysisCfg(step_fn={cfg.step_fn!r}): {type(trainer).__name__} has no method "
-                             f"{cfg.step_fn!r}{hint(cfg.step_fn, dir(trainer))}; define it or use the default "
-                             f"{DEFAULT_STEP_FN!r}")
+        cfg.check_step(trainer)
         checked.append(Checked(cfg, cls, name, resolve_params(cls, cfg)))
     return checked
 
@@ -134,28 +127,37 @@ def results_lineage(trainer: BaseTrainer, cfg: AnalysisCfg, name: str) -> Lineag
                         writer=trainer.is_writer)
 
 
-_VIEWS: weakref.WeakKeyDictionary[BaseTrainer, dict[tuple, AnalysisBase]] = weakref.WeakKeyDictionary()
-
-
 def bind(trainer: BaseTrainer, checked: Checked) -> AnalysisBase:
-    """The analysis of a checked cfg as a view on `trainer` (state and node read from it), made once per cfg and reused.
+    """The analysis of a checked cfg as a view on `trainer` (state and node read from it), made once per cfg and
+    reused (kept in `trainer.bound_views`, with its compiled function).
 
     Its input table, if it names one, is read afresh on each bind: an earlier step may have rewritten it.
     """
-    views = _VIEWS.setdefault(trainer, {})
-    key = (checked.cls, repr(checked.cfg))
-    if key not in views:
+    view = next((view for cfg, view in trainer.bound_views
+                 if type(view) is checked.cls and same_cfg(cfg, checked.cfg)), None)
+    if view is None:
         view = checked.cls.from_trainer(trainer, lineage=results_lineage(trainer, checked.cfg, checked.name))
-        view.use_cfg(checked.cfg, checked.params)
-        if checked.cfg.cache_dir is not None:  # the run's compute() reads and fills cache_dir
-            view.compute = functools.partial(_cached_compute, view, view.compute)
-        views[key] = view
-    view = views[key]
-    own_step = getattr(trainer, checked.cfg.step_fn, None)
-    view.row_step = None if own_step is None or getattr(own_step, "generated", False) else own_step
+        view.use_cfg(checked.cfg, checked.params, row_step=own_step(trainer, checked.cfg))
+        trainer.bound_views.append((checked.cfg, view))
     if input_store_of(view) is not None:
         view.input_dataset = load_input(view)
     return view
+
+
+def same_cfg(a: AnalysisCfg, b: AnalysisCfg) -> bool:
+    """Whether two cfgs are equal field by field; params holding arrays compare equal only as the same objects."""
+    try:
+        return a is b or bool(a == b)
+    except (TypeError, ValueError):  # an array's == is elementwise: no single answer
+        return False
+
+
+def own_step(trainer: BaseTrainer, cfg: AnalysisCfg) -> Any:
+    """The trainer's own row step that `cfg.step_fn` names (table mode calls it per batch), or None for the
+    default `analysis_step` that every trainer inherits."""
+    if getattr(type(trainer), cfg.step_fn, None) is BaseTrainer.analysis_step:
+        return None
+    return getattr(trainer, cfg.step_fn)
 
 
 def input_store_of(analysis: AnalysisBase) -> tuple[Any, str] | None:
@@ -185,23 +187,6 @@ def load_input(analysis: AnalysisBase) -> Any:
         raise UsageError(f"{type(analysis).__name__} reads an input table: set AnalysisCfg(input_store='NODE/NAME')")
     node, name = where
     return load_table(analysis.store, node, name)
-
-
-def _cached_compute(view: AnalysisBase, compute: Any, batch: Any = None, key: Any = None) -> Any:
-    """`compute(batch, key)` through cache_dir: the analysis batch, or a given one keyed by a digest of its bytes."""
-    if key is not None:
-        return compute(batch, key)
-    return cached_results(view, lambda: compute(batch), "batch" if batch is None else batch_digest(batch))
-
-
-def batch_digest(batch: Mapping[str, Any]) -> str:
-    """A digest of a batch's fields (names, shapes, dtypes, bytes): the cache key of a caller's own batch."""
-    digest = hashlib.sha256()
-    for name in sorted(batch):
-        value = np.asarray(batch[name])
-        digest.update(f"{name}{value.shape}{value.dtype}".encode())
-        digest.update(value.tobytes())
-    return digest.hexdigest()
 
 
 def ready(trainer: BaseTrainer, checked: list[Checked]) -> None:
@@ -259,7 +244,7 @@ def execute_analysis_op(obj: Any, batch: Mapping[str, Any] | None = None, batch_
     analysis = analysis_for(obj, analysis_cfg)
     chosen = _batch(analysis, batch, check_batch_idx(batch_idx))
     with analysis.inputs_for_call(analysis_inputs):
-        results = analysis.compute(chosen)  # through cache_dir when the cfg names one (see bind)
+        results = analysis.compute(chosen)  # through cache_dir when the cfg names one
     return AnalysisBatch(results, batch_idx)
 
 
@@ -271,9 +256,6 @@ def execute_analysis_step(obj: Any, batch: Mapping[str, Any] | None = None, batc
     with analysis.inputs_for_call(analysis_inputs):
         rows = step_rows(analysis, _batch(analysis, batch, check_batch_idx(batch_idx)))
     yield from rows
-
-
-register_step_runner(execute_analysis_step)
 
 
 def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> AnalysisStore:
@@ -302,6 +284,3 @@ def _entry(view: AnalysisBase) -> AnalysisEntry:
         return AnalysisEntry(name, node, artifacts, results=value)
     dataset = load_table(view.lineage.store, node, name) if table_artifact(name) in saved else value
     return AnalysisEntry(name, node, artifacts, dataset=dataset)
-
-
-register_analysis_runner(run_analysis)

@@ -26,6 +26,7 @@ from ..files import atomic_path
 from ..training.placement import to_host
 from ..training.progress import Progress
 from .cache import cached_rows
+from .hooks import fire
 from .render import render
 from .table_schema import Column, batch_rows, features, parse_schema
 
@@ -135,10 +136,10 @@ def run_table(analysis: Any) -> Any:
     split = analysis.SPLIT
     count = batch_limit(analysis, split)
     writer = analysis.is_writer
-    analysis.on_analysis_start()
+    fire(analysis, "on_analysis_start")
     progress = Progress(count, desc=f"{analysis.NAME} (table)") if writer else None
 
-    step = getattr(analysis, "row_step", None) or (lambda batch, index: step_rows(analysis, batch))
+    step = analysis.row_step or (lambda batch, index: step_rows(analysis, batch))
 
     def batch_rows_of(index: int) -> list[dict[str, Any]]:
         batch, real = analysis.pass_batch(split, index)
@@ -160,7 +161,7 @@ def run_table(analysis: Any) -> Any:
     finally:
         if progress is not None:
             progress.close()
-    analysis.on_analysis_epoch_end(dataset)
+    fire(analysis, "on_analysis_epoch_end", dataset)
     analysis.conclude(dataset)
     return dataset
 

@@ -1,23 +1,22 @@
 """Which backend captures a model: the first that accepts it (flax.linen, flax.nnx, equinox).
 
 The NNX and Equinox backends are imported on first use: flax.nnx and equinox cost a third of a second to
-import, and a model can only be one of their modules if its library is imported already (sys.modules).
+import, and a model can only be one of their modules if its library is imported already (model_libraries).
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
 from ..errors import UsageError
+from ..model_libraries import EQUINOX, LIBRARIES, NNX, loaded
 from .backend import CaptureBackend
 from .linen import LinenBackend
 
 __all__ = ["LIBRARIES", "backend_for", "backends", "resolve_backend"]
 
 LINEN = LinenBackend()
-LIBRARIES = ("flax.linen", "flax.nnx", "equinox")  # what analyses and the Debugger capture, for messages
 
 
 @functools.cache
@@ -34,12 +33,12 @@ def _equinox() -> CaptureBackend:
     return EquinoxBackend()
 
 
-_LAZY = {"flax.nnx": _nnx, "equinox": _equinox}  # library module -> its backend, made on first use
+_LAZY = {NNX: _nnx, EQUINOX: _equinox}  # library module -> its backend, made on first use
 
 
 def backends() -> tuple[CaptureBackend, ...]:
     """The backend of each model library imported in this process, linen's first (one per library, reused)."""
-    return (LINEN, *(make() for library, make in _LAZY.items() if library in sys.modules))
+    return (LINEN, *(make() for library, make in _LAZY.items() if loaded(library)))
 
 
 def backend_for(model: Any) -> CaptureBackend:

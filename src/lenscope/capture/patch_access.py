@@ -1,4 +1,4 @@
-"""PatchAccess: the analysis methods `self.batch`, `self.forward(inputs, patch=...)` and `self.gradients(...)`.
+"""PatchAccess: the analysis methods `self.current_batch`, `self.forward(inputs, patch=...)` and `self.gradients(...)`.
 
 Inside `analyze()` they read the traced state and batch of the running capture (one compiled program);
 anywhere else they use the analysis's concrete state and its analysis batch (eager, for notebooks).
@@ -7,6 +7,7 @@ Mixed into AnalysisBase first, so its `trace` records the traced arguments aroun
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -23,8 +24,8 @@ _TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_tra
 
 
 class CurrentBatch(Mapping[str, Any]):
-    """`self.batch`: the batch being analyzed as a Mapping (traced in analyze), and callable as the trainer's
-    `batch(split, index)` method, so both spellings keep working."""
+    """Deprecated: `self.batch` used as a Mapping. It is the trainer's `batch(split, index)` method; the batch
+    being analyzed is `self.current_batch`. Calling it works as before; reading it as a Mapping warns."""
 
     def __init__(self, owner: Any, method: Callable[..., Any]) -> None:
         self._owner, self._method = owner, method
@@ -34,10 +35,9 @@ class CurrentBatch(Mapping[str, Any]):
         return self._method(split, index)
 
     def _current(self) -> Mapping[str, Any]:
-        traced = _TRACED.get()
-        if traced is not None and traced[0] is self._owner:
-            return traced[2]
-        return self._owner.analysis_batch()  # eager: the batch compute() would analyze
+        warnings.warn("self.batch as a Mapping is deprecated: use self.current_batch (self.batch(split, index) is "
+                      "the trainer's method)", DeprecationWarning, stacklevel=3)
+        return self._owner.current_batch
 
     def __getitem__(self, key: str) -> Any:
         return self._current()[key]
@@ -56,7 +56,7 @@ class PatchAccess:
     """Run the model again with patches, record activations, take gradients at module outputs."""
 
     def trace(self, state: Any, batch: Mapping[str, Any], key: Any) -> Any:
-        """The trainer's forward, with (state, batch, key) readable by `self.batch` and `self.forward` meanwhile."""
+        """The trainer's forward, with (state, batch, key) readable by `self.current_batch` and `self.forward`."""
         token = _TRACED.set((self, state, batch, key))
         try:
             return super().trace(state, batch, key)  # type: ignore[misc]
@@ -64,8 +64,16 @@ class PatchAccess:
             _TRACED.reset(token)
 
     @property
+    def current_batch(self) -> Mapping[str, Any]:
+        """The batch being analyzed: traced inside analyze(), else the batch compute() would analyze (eager)."""
+        traced = _TRACED.get()
+        if traced is not None and traced[0] is self:
+            return traced[2]
+        return self.analysis_batch()  # type: ignore[attr-defined]
+
+    @property
     def batch(self) -> CurrentBatch:
-        """The current batch (a Mapping: `self.batch["labels"]`), also callable as `self.batch(split, index)`."""
+        """The trainer's `batch(split, index)` (reading it as a Mapping is deprecated: use current_batch)."""
         return CurrentBatch(self, super().batch)  # type: ignore[misc]
 
     def _state(self) -> Any:

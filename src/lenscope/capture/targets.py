@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-
 from ..errors import UsageError
+from ..model_libraries import base_classes, imported_module
 from .backend import Target
 
 __all__ = ["library_bases", "target_classes"]
 
-# The model libraries, each with its base class `Module`. A base class in TARGET means every module of whichever
-# library the model is written with, so `TARGET = flax.linen.Module` (AnalysisBase's default) fits all. Only libraries
-# already imported are looked at: a class of one that was never imported cannot be in TARGET or in the model, and
-# importing flax.nnx or equinox for a linen job would cost a third of a second.
-_LIBRARIES = ("flax.linen", "flax.nnx", "equinox")
+# A library's base class in TARGET means every module of whichever library the model is written with, so
+# `TARGET = flax.linen.Module` (AnalysisBase's default) fits all. Only libraries already imported are looked at
+# (model_libraries): a class of one that was never imported cannot be in TARGET or in the model.
 _ANY = ("a module class (flax.linen, flax.nnx or equinox), its import path as a string ('pkg.module.Class'), "
         "or a nonempty tuple of them")
 
 
 def library_bases() -> dict[type, str]:
     """{module base class: library name} of the model libraries imported in this process."""
-    return {sys.modules[name].Module: name for name in _LIBRARIES if name in sys.modules}
+    return base_classes()
 
 
 def _named_class(path: str) -> type | None:
@@ -28,7 +25,7 @@ def _named_class(path: str) -> type | None:
     module_name, _, attribute = path.rpartition(".")
     if not module_name:
         raise UsageError(f"TARGET entry {path!r} is not an import path; expected {_ANY}")
-    module = sys.modules.get(module_name)
+    module = imported_module(module_name)
     if module is None:
         return None
     found = getattr(module, attribute, None)

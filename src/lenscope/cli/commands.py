@@ -162,7 +162,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows = query.select(keys)
         if not rows:
             check_words(store, args)  # a typo in a name or key is an error with a hint, not "no nodes match"
-        rows = mark_stale(store, rows)  # a running node whose job died shows as stale (#12.2)
+        rows = mark_stale(store, rows)  # a running node whose job died shows as stale
     rows = [_plain(r) for r in rows]
     if args.json:
         print(_json(rows))

@@ -17,6 +17,7 @@ import numpy as np
 from flax import nnx
 
 from ..errors import UsageError
+from ..model_libraries import EQUINOX, NNX, library_of
 
 __all__ = ["from_linen", "to_linen"]
 
@@ -52,10 +53,11 @@ def _linen_nested(flat: Mapping[str, Any]) -> dict[str, Any]:
 
 def _flat(model: Any) -> dict[str, Any]:
     """The floating-point parameters of an NNX or Equinox model by '/'-joined path."""
-    if isinstance(model, nnx.Module):
+    library = library_of(model)
+    if library == NNX:
         flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
         return {"/".join(map(str, path)): var.get_value() for path, var in flat}
-    if isinstance(model, eqx.Module):
+    if library == EQUINOX:
         leaves, _ = jax.tree_util.tree_flatten_with_path(eqx.filter(model, eqx.is_inexact_array))
         return {jax.tree_util.keystr(path, simple=True, separator="/"): leaf for path, leaf in leaves}
     raise UsageError(f"expected a flax.nnx or equinox model, got {type(model).__module__}.{type(model).__qualname__}")
@@ -82,7 +84,7 @@ def from_linen(params: Mapping[str, Any], model: Any) -> Any:
     an Equinox model is returned as a new module."""
     given, wanted = _linen_flat(params), _flat(model)
     _check(given, wanted)
-    if isinstance(model, nnx.Module):
+    if library_of(model) == NNX:
         state = nnx.state(model, nnx.Param)
         for path, var in nnx.to_flat_state(state):
             var.set_value(jax.numpy.asarray(given["/".join(map(str, path))], var.get_value().dtype))

@@ -103,7 +103,7 @@ class StoreBase:
     def _check_writable(self, what: str) -> None:
         if self.readonly:
             raise StoreError(f"{what} refused: store {self._location.shown} is open readonly (only process 0 writes)")
-        check_writable(self._location)  # a store in a folder this process cannot write (#11.7)
+        check_writable(self._location)  # a store in a folder this process cannot write
 
     def _node_id(self, connection: Connection, node: NodeLike) -> int:
         """Row id of `node`; a StoreError naming it and the nearest known addresses when absent."""

@@ -1,4 +1,4 @@
-"""Checkpoint folders on nodes, with a digest of every file recorded when the checkpoint is marked (S5, #12.3)."""
+"""Checkpoint folders on nodes, with a digest of every file recorded when the checkpoint is marked (S5)."""
 
 from __future__ import annotations
 

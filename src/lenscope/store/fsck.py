@@ -1,4 +1,4 @@
-"""Checking a whole store (`lenscope fsck`): database, blobs, checkpoints, leftovers, nodes left running (#12.5)."""
+"""Checking a whole store (`lenscope fsck`): database, blobs, checkpoints, leftovers, nodes left running."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Leases (#12.2): one live job owns a lineage; a second one is refused while it lives; a dead owner's is stale.
+"""Leases: one live job owns a lineage; a second one is refused while it lives; a dead owner's is stale.
 
 A lease is a row of `lenscope_leases` (the owner's host, pid and heartbeat) plus a lock that dies with
 the owning process: on SQLite an advisory lock (flock) on `<root>/leases/<name>@<nonce>.lock`, on

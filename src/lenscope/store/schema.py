@@ -50,7 +50,7 @@ nodes = Table(
     Index("ix_lenscope_nodes_nonce_seq", "nonce", "seq"),
 )
 
-# One nonce per lineage: seq 0 starts a lineage, so no two seq-0 rows share a nonce (#12.7).
+# One nonce per lineage: seq 0 starts a lineage, so no two seq-0 rows share a nonce.
 lineage_nonce = Index("uq_lenscope_nodes_lineage_nonce", nodes.c.nonce, unique=True,
                       sqlite_where=nodes.c.seq == 0, postgresql_where=nodes.c.seq == 0)
 
@@ -94,7 +94,7 @@ artifacts = Table(
     Index("ix_lenscope_artifacts_name", "name"),
 )
 
-# What a committed checkpoint folder held: one row per file, path relative to the folder (#12.3).
+# What a committed checkpoint folder held: one row per file, path relative to the folder.
 checkpoint_files = Table(
     "lenscope_checkpoint_files",
     metadata,
@@ -104,7 +104,7 @@ checkpoint_files = Table(
     Column("sha256", String(64), nullable=False),
 )
 
-# ---- leases (#12.2; store/leases.py): who runs a lineage now. One row per owned lineage while its job lives;
+# ---- leases (store/leases.py): who runs a lineage now. One row per owned lineage while its job lives;
 # the row of a killed job stays, so `ls` can tell its running node is stale (owner gone).
 leases = Table(
     "lenscope_leases",

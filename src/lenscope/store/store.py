@@ -125,7 +125,7 @@ class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
         `adopt=True` (a resumed run) reuses successors an earlier, interrupted run left behind
         instead of refusing them; their values fold under the new writes.
         `config` is what the new (and adopted) nodes record instead of `node`'s: the config a resumed
-        run with overrides was actually made with (#12.1).
+        run with overrides was actually made with.
         """
         node = Node.coerce(node)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:

@@ -1,4 +1,4 @@
-"""Stopping a job on SIGINT or SIGTERM at a safe point (#11.3).
+"""Stopping a job on SIGINT or SIGTERM at a safe point.
 
 While `on_signals()` is active, either signal raises `Interrupted` in the main thread, except inside a
 `shielded()` section (a store write, a file written together with its artifact, a checkpoint handed to

@@ -64,7 +64,7 @@ class Lineage:
     def resume(cls, store: Store, base: Node, *, config: dict | None = None, writer: bool = True) -> Lineage:
         """Continue the lineage of `base`, attaching to that exact node: take its lease, mark it running.
 
-        The nodes it goes on to produce record `config`, the config this run was made with (#12.1).
+        The nodes it goes on to produce record `config`, the config this run was made with.
         """
         if not writer:
             return cls(store, base, writer=False, adopt=True)

@@ -70,6 +70,15 @@ class TrainingLoop:
     def on_test_session_end(self) -> None:
         """Called when test() ends, also after an error."""
 
+    def on_analysis_start(self) -> None:
+        """Called before each analysis run; on the trainer, the analysis or both, each runs (analysis/hooks.py)."""
+
+    def on_analysis_epoch_end(self, results: Any) -> None:
+        """Called after each pass over the analysis data with its results."""
+
+    def on_analysis_end(self, results: Any) -> None:
+        """Called after each analysis run with the gathered results (a tandem view's on the publisher's thread)."""
+
     def on_analysis_session_end(self) -> None:
         """Called when run_analysis() ends, also after an error."""
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -24,7 +25,6 @@ from .checkpoint import CheckpointWriter, read_checkpoint, restore_tree
 from .compile_cache import use_compile_cache
 from .config import TrainerConfig
 from .data import ArrayData
-from .extensions import analysis_runner
 from .interrupts import describe
 from .kinds import ModelAccess, model_kind
 from .lineage import Lineage, Mode, open_lineage
@@ -36,6 +36,9 @@ from .tandem import Tandem, check_analyses
 C = TypeVar("C")
 M = TypeVar("M", bound=nn.Module)
 log = logging.getLogger("lenscope.trainer")
+
+# What __init__ builds (T1), shared whole by a borrowed view (BaseTrainer._share_construction).
+CONSTRUCTED = ("placement", "store", "base", "args", "model", "model_kind", "schedule", "optimizer", "data")
 
 
 def open_store(store: Store | str | os.PathLike | None, configured: str | None) -> Store:
@@ -53,6 +56,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     CONFIG: ClassVar[type] = TrainerConfig
     ANALYSIS: ClassVar[Sequence[type]] = ()
+    analysis_cfg: Any = None  # the AnalysisCfg `AnalysisCfg.apply(trainer)` attached (seed-002 API)
     _example_batch: Mapping[str, Any] | None = None  # the batch init_state sees while the sharded init traces
 
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
@@ -64,7 +68,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         # The mesh is this run's (never a checkpoint's), checked against the devices before the store opens.
         self.placement = Placement.configure(args.mesh_shape, args.mesh_axes, args.mesh_rules)
         self.store = open_store(store, args.store_url)
-        use_compile_cache(self.store.root)  # a second run at the same shapes skips compilation (#13)
+        use_compile_cache(self.store.root)  # a second run at the same shapes skips compilation
         self.base = self.store.get(base).node if base is not None else None
         saved = self.store.config(self.base) if self.base is not None else None
         if saved and not isinstance(config, self.CONFIG):
@@ -78,12 +82,26 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         self.data = self.build_data()
         self.state: TrainState | None = None
         self.lineage: Lineage | None = None
+        self._start()
+
+    def _start(self) -> None:
+        """The parts of an instance that construction does not build: empty caches, the tandem scheduler, the loop.
+
+        A borrowed analysis view (`AnalysisBase.from_trainer`) shares its trainer's construction and calls this
+        too, so it holds everything a trainer's methods read.
+        """
         self._checkpoints: CheckpointWriter | None = None
         self.restored_missing: list[str] = []
         self._initialized: TrainState | None = None
         self._found: dict[tuple, list[str]] = {}  # find()'s answers by target and argument signature
+        self.bound_views: list[tuple[Any, Any]] = []  # (key, view) of the analyses run_analysis bound here, reused
         self._tandem = Tandem(self, self.ANALYSIS)
         self._init_loop()
+
+    def _share_construction(self, trainer: BaseTrainer) -> None:
+        """Take `trainer`'s construction as this object's own (config, store, base, model, optimizer, data, mesh)."""
+        for name in CONSTRUCTED:
+            setattr(self, name, getattr(trainer, name))
 
     # -- construction --------------------------------------------------------------
     def _sources(self, config: Any) -> list[Any]:
@@ -193,13 +211,13 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         return self._example_batch if self._example_batch is not None else self.batch("train", 0)
 
     def surgery(self, state: TrainState, saved: Any) -> TrainState:
-        """Map a restored checkpoint tree onto the abstract state (`abstract_state()`): strict by default (T2, #11.1).
+        """Map a restored checkpoint tree onto the abstract state (`abstract_state()`): strict by default (T2).
 
         Override to restore a changed model on purpose, e.g. with `partial_restore` or
         `restore_tree(state, saved, may_miss=...)`; set `self.restored_missing` to what stayed initialized.
         `state`'s leaves are `jax.ShapeDtypeStruct`s: leaves left abstract are filled from `initialized()`
         afterwards, and a surgery that needs real initial values calls `self.initialized()` itself. The
-        model is initialized only then (#13).
+        model is initialized only then.
         """
         restored, self.restored_missing = restore_tree(state, saved)
         return restored
@@ -252,7 +270,12 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     def run_analysis(self, *cfgs: Any) -> Mapping[str, Any]:
         """Run analyses (AnalysisCfg, names or classes) on this trainer's state, restored once; {name: result} (D4)."""
-        return analysis_runner()(self, *cfgs)
+        return analysis_entry("run_analysis")(self, *cfgs)
+
+    def analysis_step(self, batch: Mapping[str, Any] | None = None, batch_idx: int = 0,
+                      analysis_inputs: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """The rows of one batch of the analysis `AnalysisCfg(...).apply(self)` attached (execute_analysis_step)."""
+        return analysis_entry("execute_analysis_step")(self, batch, batch_idx, self.analysis_cfg, analysis_inputs)
 
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream [..., d_model] through the final unembedding (for the logit lens); override."""
@@ -312,6 +335,19 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         finally:
             if self.lineage is not None:
                 self.lineage.close(error)
+
+
+ANALYSIS_ENTRIES = "lenscope.analysis.running"  # the module behind run_analysis and analysis_step
+
+
+def analysis_entry(name: str) -> Callable[..., Any]:
+    """`run_analysis` or `execute_analysis_step` of the analysis layer.
+
+    The one deliberate reach upward: training cannot import analysis (it sits above), yet a trainer's
+    `run_analysis` is part of its API (D4). The module is imported by name on first use, and nothing
+    is registered anywhere.
+    """
+    return getattr(importlib.import_module(ANALYSIS_ENTRIES), name)
 
 
 def node_name(cls: type) -> str:

@@ -22,7 +22,7 @@ class Ablation(InterventionOp):
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, Any]:
         """{"base": scores, "modules": {path: {"zero", "mean"}}, "heads": {path: {"zero", "mean"} per head}}."""
-        batch = dict(self.batch)
+        batch = dict(self.current_batch)
         labels = self.labels(batch)
         modules, heads = self.module_paths(), self.head_paths()
         output, acts = self.activations(batch, modules)

@@ -23,7 +23,7 @@ def rolled(batch: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class InterventionOp(OpAnalysis):
-    """An op that runs the model again inside analyze(): reads `self.batch`, `corrupt(batch)`, the answer metric.
+    """An op that runs the model again inside analyze(): `self.current_batch`, `corrupt(batch)`, the answer metric.
 
     The trainer may define `corrupt(batch) -> batch` (same shapes; its `labels` are the corrupted answers);
     without one, examples are paired with their neighbours (`rolled`).
@@ -34,7 +34,7 @@ class InterventionOp(OpAnalysis):
 
     def clean_and_corrupted(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The analyzed batch and its corrupted counterpart (the trainer's `corrupt`, else `rolled`)."""
-        batch = dict(self.batch)
+        batch = dict(self.current_batch)
         corrupt = getattr(self, "corrupt", None)
         return batch, dict(corrupt(batch) if callable(corrupt) else rolled(batch))
 

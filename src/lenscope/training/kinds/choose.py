@@ -1,17 +1,14 @@
-"""Which ModelKind handles a model: linen, NNX or Equinox; a clear error for anything else.
+"""Which ModelKind handles a model: linen, NNX or Equinox (model_libraries.library_of); a clear error otherwise.
 
-NNX and Equinox are recognized through sys.modules and their kinds imported on first use: a model can only be
-an nnx.Module or eqx.Module if that library is imported already, and a linen job should not pay for importing them.
+The NNX and Equinox kinds are imported on first use: only a model of that library (so imported already) needs one.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-import flax.linen as nn
-
 from ...errors import UsageError
+from ...model_libraries import EQUINOX, LINEN, NNX, library_of
 from .base import ModelKind
 from .linen import LinenKind
 
@@ -21,21 +18,16 @@ _EXPECTED = ("build_model() must return a flax.linen.Module, a flax.nnx.Module (
              "or an equinox.Module instance")
 
 
-def _is_module_of(library: str, model: Any) -> bool:
-    """Whether `model` is a `library.Module` instance, without importing `library` (unloaded: it cannot be)."""
-    loaded = sys.modules.get(library)
-    return loaded is not None and isinstance(model, loaded.Module)
-
-
 def model_kind(model: Any) -> ModelKind:
     """The ModelKind for a trainer's model; UsageError naming the supported kinds for anything else."""
-    if isinstance(model, nn.Module):
+    library = None if isinstance(model, type) else library_of(model)
+    if library == LINEN:
         return LinenKind(model)
-    if _is_module_of("flax.nnx", model):
+    if library == NNX:
         # lazy: flax.nnx is slow to import; only an NNX model (flax.nnx loaded already) needs its kind
         from .nnx import NnxKind
         return NnxKind(model)
-    if _is_module_of("equinox", model):
+    if library == EQUINOX:
         # lazy: equinox is slow to import; only an Equinox model (equinox loaded already) needs its kind
         from .equinox import EquinoxKind
         return EquinoxKind(model)

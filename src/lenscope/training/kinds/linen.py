@@ -33,7 +33,7 @@ class LinenKind:
         self.model = model
 
     def init_params(self, key: Any, inputs: Callable[[], tuple]) -> Any:
-        """`model.init(key, *inputs)["params"]`, as one compiled program shared by equal definitions (#13)."""
+        """`model.init(key, *inputs)["params"]`, as one compiled program shared by equal definitions."""
         try:
             init = _compiled_init(self.model)
         except TypeError:  # a field that cannot be hashed: this definition compiles its own program
