@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import StoreInputError, UsageError
+from ..errors import StoreInputError, UsageError  # a damaged database reaches fsck as either
 from ..store import Store
 from ..store.engine import locate
 from ..store.fsck import fsck
@@ -57,11 +57,11 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     try:
         with _checked(args.store, readonly=not args.repair) as store:
             findings = fsck(store, repair=args.repair, min_age=min_age)
-    except StoreInputError as error:
+    except (StoreInputError, UsageError) as error:
         text, hint = str(error).partition("; check it with `lenscope fsck")[::2]
         if not hint:
             raise
-        raise StoreInputError(f"{text}; fsck cannot open a database file this damaged, so nothing in it can be "
+        raise UsageError(f"{text}; fsck cannot open a database file this damaged, so nothing in it can be "
                               "checked or repaired: restore the file from a backup (blobs and checkpoints are "
                               "plain files beside it)") from None
     for finding in findings:

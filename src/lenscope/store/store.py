@@ -130,6 +130,7 @@ class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
         node = Node.coerce(node)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise UsageError(f"tick count must be an int >= 1, got {count!r}")
+        Node(node.name, node.nonce, node.seq + count)  # the last seq in range, checked before any node is made
         made = [Node(node.name, node.nonce, node.seq + k) for k in range(1, count + 1)]
         config_text = dump_config(config) if config is not None else None
         with self._write("tick") as connection:
