@@ -51,6 +51,7 @@ def small_fs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_a_run_that_fills_the_disk_can_be_resumed_once_space_is_freed(small_fs, tmp_path):
     (tmp_path / "jobs.py").write_text(XOR_JOB + FILL)
     store, filler = small_fs / "runs", small_fs / "filler"
