@@ -64,12 +64,14 @@ def _fresh_records():
 def test_run_analysis_fires_the_hooks_a_trainer_writes(tiny, store_root):
     trainer = HookedTrainer(QUIET + tiny[len(TINY):], store=store_root)
     trainer.run_analysis("activation_stats")
+    trainer.cleanup()
     assert trainer.events == TRAINER_RUN
 
 
 def test_run_analysis_fires_hooks_written_on_both_trainer_first(tiny, store_root):
     trainer = HookedTrainer(QUIET + tiny[len(TINY):], store=store_root)
     trainer.run_analysis(HookedStats)
+    trainer.cleanup()
     assert trainer.events == TRAINER_RUN and HookedStats.seen == ANALYSIS_RUN
 
 
@@ -91,6 +93,7 @@ def test_a_standalone_analysis_fires_the_trainer_s_and_its_own_hooks(tiny, store
 
     analysis = Standalone(QUIET + tiny[len(TINY):], store=store_root)
     analysis.run()
+    analysis.cleanup()
     assert analysis.events == ["trainer.start", "analysis.start", "trainer.epoch_end", "trainer.end",
                                "analysis.end"]
 

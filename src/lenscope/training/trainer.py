@@ -94,7 +94,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         self.restored_missing: list[str] = []
         self._initialized: TrainState | None = None
         self._found: dict[tuple, list[str]] = {}  # find()'s answers by target and argument signature
-        self.bound_views: list[tuple[Any, Any]] = []  # (key, view) of the analyses run_analysis bound here, reused
+        self.bound_views: list[tuple[Any, Any]] = []  # (cfg, view) of the analyses run_analysis bound, reused
         self._tandem = Tandem(self, self.ANALYSIS)
         self._init_loop()
 
