@@ -13,11 +13,13 @@ import re
 import sqlite3
 import subprocess
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import lenscope_cmd
+from sqlalchemy import insert
 from xor_job import XOR_JOB
 from yaml_inputs import alias_bomb
 
@@ -26,6 +28,7 @@ from lenscope.errors import UsageError
 from lenscope.files import MAX_NAME_BYTES, MAX_NAME_CHARS, check_plain_name
 from lenscope.runner import run_job
 from lenscope.store import Store
+from lenscope.store.schema import leases
 
 JOBS = XOR_JOB + textwrap.dedent('''
 
@@ -139,6 +142,16 @@ def world(tmp_path_factory) -> World:
     for page in range(1, len(data) // 4096):  # every page but the header page: a store that rotted on disk
         data[page * 4096 + 100: page * 4096 + 164] = b"\xff" * 64
     (damaged / "lenscope.db").write_bytes(bytes(data))
+    header = root / "bad_header"
+    with Store(header) as opened:
+        opened.new_node("demo/x")
+    db = bytearray((header / "lenscope.db").read_bytes())
+    db[:16] = b"not sqlite at al"  # a damaged header: the file is not recognised as SQLite at all
+    (header / "lenscope.db").write_bytes(bytes(db))
+    (root / "deep.yaml").write_text("training:\n  steps: " + "[" * 5000 + "]" * 5000 + "\n")
+    (root / "deep_block.yaml").write_text("".join(f"{'  ' * i}k{i}:\n" for i in range(200)))
+    (root / "deep_analysis.yaml").write_text("analysis: activation_stats\nk: " + "{a: " * 3000 + "1" + "}" * 3000)
+    (root / "huge.yaml").write_text("".join(f"key_{i}: {i}\n" for i in range(200_000)))  # about 2.7 MB
     return World(root, store, str(node))
 
 
@@ -239,6 +252,24 @@ MISTAKES = [
     ("a foreign SQLite file as the store", ["run", XOR, "--store", "sqlite:///{root}/foreign.db"],
      ["foreign.db is an SQLite database of something else (tables: customers)"], 2),
     ("a damaged store", ["ls", "--store", "{root}/damaged"], ["is damaged", "lenscope fsck"], 2),
+    ("deeply nested YAML file", ["run", XOR, "{root}/deep.yaml"], ["deep.yaml", "nested deeper than 64"], 2),
+    ("deeply nested block YAML file", ["run", XOR, "{root}/deep_block.yaml"], ["nested deeper than 64"], 2),
+    ("deeply nested override", ["run", XOR, "training/steps=" + "[" * 5000 + "]" * 5000],
+     ["training/steps", "nested deeper than 64"], 2),
+    ("deeply nested analysis file", ["run", XOR, "--base", "{node}", "--analysis", "{root}/deep_analysis.yaml"],
+     ["analysis file", "nested deeper than 64"], 2),
+    ("a 5000-digit integer", ["run", XOR, "training/steps=" + "7" * 5000], ["an integer of 5000 digits refused"], 2),
+    ("zero heads", ["run", "grokking/train", "model/n_heads=0"], ["model/n_heads must be >= 1, got 0"], 2),
+    ("negative width", ["run", "grokking/train", "model/d_model=-1"], ["model/d_model must be >= 1, got -1"], 2),
+    ("seq beyond 2**63", ["show", "my_jobs.Xor@000000:9223372036854775808"], ["seq 9223372036854775808 is out "
+                                                                              "of range", "2147483647"], 2),
+    ("seq beyond 2**31", ["show", "my_jobs.Xor@000000:2147483648"], ["bad node seq 2147483648",
+                                                                     "0 to 2147483647"], 2),
+    ("NaN in the config", ["run", XOR, "optimization/lr=.nan"], ["at optimization/lr", "NaN and infinity"], 2),
+    ("ls of an empty lineage", ["ls", "--lineage", ""], ["bad node address ''"], 2),
+    ("a 2.7 MB YAML file", ["run", XOR, "{root}/huge.yaml"], ["huge.yaml", "at most 1048576 bytes"], 2),
+    ("fsck of a store it cannot open", ["fsck", "--store", "{root}/bad_header"],
+     ["not an SQLite database", "fsck cannot open", "restore the file from a backup"], 2),
 ]
 IN_SUBPROCESS = {"unknown job", "YAML 1.1 boolean", "get into a missing folder"}
 
@@ -308,3 +339,33 @@ def test_names_are_measured_in_bytes_and_the_longest_one_publishes(world, capsys
     folder = world.root / "results" / world.node.replace("@", "/").replace(":", "/")
     assert payload.filename == f"{name}.json"
     assert (folder / payload.filename).read_bytes() == payload.content
+
+
+def test_python_api_mistakes_are_usage_errors_before_anything_is_written(tmp_path):
+    """record() of an integer beyond 64 bits, unlinkable artifact names, and seqs past the 32-bit column."""
+    with Store(tmp_path / "runs") as store:
+        node = store.new_node("demo/x")
+        with pytest.raises(UsageError, match=r"'big' is an integer of 1329 bits: stored integers are 64-bit"):
+            store.record(node, {"big": 10**400})
+        for name in ("..", "a/../b", "a\\b", "./a"):
+            with pytest.raises(UsageError, match=r"may not hold a backslash or a '\.' or '\.\.' part"):
+                store.put_artifact(node, name, "a.txt", b"x")
+        store.put_artifact(node, "a..b/c", "a.txt", b"x")  # dots inside a part are fine
+        with pytest.raises(UsageError, match=r"0 to 2147483647"):
+            store.tick(node, count=2**31)
+        assert store.values(node) == {} and store.artifact_names(node) == ["a..b/c"]
+
+
+def test_resume_of_a_lineage_another_host_runs_says_when_it_is_taken_over(tmp_path, capsys):
+    (tmp_path / "my_jobs.py").write_text(XOR_JOB)
+    store_dir = tmp_path / "runs"
+    with Store(store_dir) as store:
+        node = store.new_node("my_jobs.Xor")
+        with store.read() as connection:  # its job runs on another machine sharing this SQLite store
+            connection.execute(insert(leases).values(name=node.name, nonce=node.nonce, host="elsewhere", pid=4711,
+                                                     token="0" * 16, started=time.time(), heartbeat=time.time() - 60))
+    assert main(["run", f"{tmp_path / 'my_jobs.py'}:Xor", "--resume", "--store", str(store_dir)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(rf"{re.escape(str(node))} is still running by pid 4711 on elsewhere, heartbeat 6\d s ago", line)
+    assert re.search(r"taken for dead 300 s after its last heartbeat, in about 2[34]\d s", line), line
+

@@ -16,7 +16,7 @@ from store_fixtures import backend, store, store_url, worker_content  # noqa: F4
 from lenscope.cli.main import main
 from lenscope.errors import StoreError
 from lenscope.store import Store
-from lenscope.store.fsck import STALE_ERROR
+from lenscope.store.fsck import STALE_ERROR, UNLEASED_ERROR
 
 FIXTURES = str(Path(__file__).with_name("store_fixtures.py"))
 
@@ -194,11 +194,11 @@ def test_a_node_whose_job_died_is_stale_and_repair_marks_it_failed(store, store_
             break
         time.sleep(0.2)
     assert code == 1 and f"stale: node {node} is marked running but its job's process is gone" in out, out
-    assert f"node {live} is running" in out  # no lease: not judged
+    assert f"note: node {live} is marked running but no job holds its lease" in out  # left running, unowned
     code, out, _ = _cli(capsys, "fsck", "--repair", "--store", store_url)
-    assert code == 0 and f"repaired: node {node}" in out, out
+    assert code == 0 and f"repaired: node {node}" in out and f"repaired: node {live}" in out, out
     assert store.status(node) == "failed" and store.get(node).error == STALE_ERROR
-    assert store.status(live) == "running"
+    assert store.status(live) == "failed" and store.get(live).error == UNLEASED_ERROR
 
 
 @pytest.mark.parametrize("argv", [["fsck"], ["fsck", "--repair"], ["gc"], ["gc", "--dry-run"]])

@@ -386,3 +386,4 @@ def test_one_analysis_across_a_lineage_in_seq_order_from_python_and_cli(tandem_r
                                                        for s in (5, 10, 15, 20)]
     text = _cli("show", str(Node(node.name, node.nonce, 15)), "--store", runs).stdout
     assert all(f"{name}.{ext}" in text for name, ext in zip(NAMES, ("pdf", "pdf", "json")))
+

@@ -29,6 +29,9 @@ import yaml
 from .errors import UsageError
 
 _CORE = "tag:yaml.org,2002:"
+MAX_DEPTH = 64  # nesting of lists and mappings a YAML text may have (deeper would recurse without bound)
+MAX_DIGITS = 100  # digits of an integer (Python refuses to read more than 4300 at all)
+MAX_YAML_BYTES = 1 << 20  # a config or analysis file: a larger one is refused before it is parsed
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), most specific first.
 _RESOLVERS = (
     ("null", r"(?:null|Null|NULL|~|)\Z", ("", "n", "N", "~")),
@@ -55,7 +58,14 @@ class _CoreLoader(yaml.SafeLoader):
             if event.anchor in self.anchors:  # an undefined alias stays PyYAML's own error (text falls back)
                 raise RefusedYAML(None, None, f"YAML alias *{event.anchor} refused", event.start_mark,
                                   "aliases and << merges are not accepted; write the value out in full")
-        return super().compose_node(parent, index)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise RefusedYAML(None, None, f"YAML nested deeper than {MAX_DEPTH} levels refused",
+                                  self.peek_event().start_mark, "a config is a few levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # noqa: D102
         seen: dict[Any, Any] = {}
@@ -78,6 +88,9 @@ for _tag, _pattern, _first in _RESOLVERS:  # "" as a first character: the empty 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = loader.construct_scalar(node)
+    if len(text.lstrip("+-")) > MAX_DIGITS:
+        raise RefusedYAML(None, None, f"an integer of {len(text.lstrip('+-'))} digits refused", node.start_mark,
+                          f"at most {MAX_DIGITS} digits")
     if text.startswith(("0o", "0x")):
         return int(text[2:], 8 if text[1] == "o" else 16)
     return int(text, 10)
@@ -115,6 +128,9 @@ def load_yaml_file(path: str | PathLike, what: str, error: type[UsageError] = Us
     file = Path(path)
     if not file.is_file():
         raise error(f"{what} not found: {str(path)!r}")
+    if file.stat().st_size > MAX_YAML_BYTES:
+        raise error(f"{what} {str(path)!r} is {file.stat().st_size} bytes: a config file may take at most "
+                    f"{MAX_YAML_BYTES} bytes (1 MiB)")
     try:
         return load_yaml(file.read_text(encoding="utf-8"))
     except RefusedYAML as exc:

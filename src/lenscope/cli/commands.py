@@ -97,7 +97,7 @@ def _where_value(key: str, op: str, text: str) -> Any:
 def _query(store: Store, args: argparse.Namespace):
     """The store query the ls filters describe."""
     query = store.query()
-    if args.lineage:
+    if args.lineage is not None:
         node = Node.parse(args.lineage)
         query = query.name(node.name).nonce(node.nonce)
     if args.name:
@@ -325,20 +325,20 @@ def cmd_get(args: argparse.Namespace) -> int:
         payload = _lookup(store, args.node, lambda n: _artifact(store, n, args.name, args.version), args.name)
     checked_filename(payload.filename, f"artifact {args.name!r} on {args.node}")
     out = output_path(args.output, payload.filename) if args.output else None  # checked before any byte is read
-    content = payload.content
     if out is None:
-        sys.stdout.buffer.write(content)
+        for piece in payload.chunks():  # streamed: a large artifact is never whole in memory
+            sys.stdout.buffer.write(piece)
         sys.stdout.buffer.flush()
         return 0
-    write_output(out, content)
-    print(f"wrote {out} ({len(content)} bytes)", file=sys.stderr)
+    written = write_output(out, payload.chunks())
+    print(f"wrote {out} ({written} bytes)", file=sys.stderr)
     return 0
 
 
 def _artifact(store: Store, node: Node, name: str, version: int | None):
     """The artifact payload; an unknown version is a usage error listing the stored ones."""
     try:
-        return store.artifact(node, name, version=version)
+        return store.artifact(node, name, version=version, lazy=True)
     except StoreError as err:
         if version is None or name not in store.artifact_names(node):
             raise

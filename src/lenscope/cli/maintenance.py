@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
+from ..errors import StoreInputError, UsageError  # a damaged database reaches fsck as either
 from ..store import Store
 from ..store.engine import locate
 from ..store.fsck import fsck
@@ -54,8 +54,16 @@ def _check_age(seconds: float) -> float:
 def cmd_fsck(args: argparse.Namespace) -> int:
     """Print every finding and a summary; 1 while damage or garbage remains, else 0."""
     min_age = _check_age(args.min_age)
-    with _checked(args.store, readonly=not args.repair) as store:
-        findings = fsck(store, repair=args.repair, min_age=min_age)
+    try:
+        with _checked(args.store, readonly=not args.repair) as store:
+            findings = fsck(store, repair=args.repair, min_age=min_age)
+    except (StoreInputError, UsageError) as error:
+        text, hint = str(error).partition("; check it with `lenscope fsck")[::2]
+        if not hint:
+            raise
+        raise UsageError(f"{text}; fsck cannot open a database file this damaged, so nothing in it can be "
+                              "checked or repaired: restore the file from a backup (blobs and checkpoints are "
+                              "plain files beside it)") from None
     for finding in findings:
         print(finding)
     problems = sum(finding.problem for finding in findings)

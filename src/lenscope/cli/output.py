@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UsageError
-from ..files import check_plain_name, write_atomic
+from ..files import atomic_path, check_plain_name
 
 STDOUT = "-"
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -60,9 +61,19 @@ def _refuse_special(target: Path) -> None:
                              f"lenscope never replaces one (name a regular file, or use -o {STDOUT} for stdout)")
 
 
-def write_output(target: Path, content: bytes) -> None:
-    """Write `content` to `target` atomically (a temporary sibling renamed onto it); a refusal is a UsageError."""
+def write_output(target: Path, chunks: Iterable[bytes]) -> int:
+    """Write the pieces to `target` atomically (a temporary sibling renamed onto it); returns the byte count.
+
+    The pieces are written as they come (bounded memory for a large artifact); a refusal is a UsageError.
+    """
+    written = 0
     try:
-        write_atomic(target, content)
+        with atomic_path(target) as tmp, open(tmp, "wb") as handle:
+            for piece in chunks:
+                handle.write(piece)
+                written += len(piece)
+            handle.flush()
+            os.fsync(handle.fileno())
     except OSError as err:
         raise UsageError(f"cannot write {str(target)!r}: {err.strerror or err}") from None
+    return written

@@ -16,6 +16,10 @@ def add_parser(sub: argparse._SubParsersAction, make) -> None:
               "--host says otherwise.")
     ui.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this "
                                                           "machine only)")
+    ui.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="also answer requests for this host name (repeatable; e.g. the name a proxy or other "
+                         "machines use); by default only the listening address, IPs and localhost are answered, "
+                         "so a page on another site cannot read the UI by rebinding its DNS name")
     ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     ui.set_defaults(handler=cmd_ui)
 
@@ -29,5 +33,5 @@ def cmd_ui(args: argparse.Namespace) -> int:
         from ..ui.server import serve
     except ImportError as err:
         raise UsageError(f"lenscope ui needs the ui extra: pip install 'lenscope[ui]' ({err})") from None
-    serve(args.store, host=args.host, port=args.port)
+    serve(args.store, host=args.host, port=args.port, allow_hosts=args.allow_host)
     return 0

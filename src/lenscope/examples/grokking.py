@@ -30,15 +30,15 @@ class GrokAnalysisConfig:
 class GrokConfig(TrainerConfig, GrokAnalysisConfig):
     """Task and model sizes of the grokking example; refines the trainer defaults for full-batch grokking."""
 
-    p: int = field("data/p", default=59, help="modulus of a + b mod p (the '=' token is p)")
+    p: int = field("data/p", default=59, ge=2, help="modulus of a + b mod p (the '=' token is p)")
     train_fraction: float = field(
-        "data/train_fraction", default=0.4, help="fraction of all (a, b) pairs used for training"
+        "data/train_fraction", default=0.4, gt=0, le=1, help="fraction of all (a, b) pairs used for training"
     )
-    d_model: int = field("model/d_model", default=64, help="residual stream width")
-    n_heads: int = field("model/n_heads", default=4, help="attention heads per block")
-    d_head: int = field("model/d_head", default=16, help="width of each attention head")
-    d_mlp: int = field("model/d_mlp", default=256, help="hidden width of each MLP")
-    n_layers: int = field("model/n_layers", default=1, help="transformer blocks")
+    d_model: int = field("model/d_model", ge=1, default=64, help="residual stream width")
+    n_heads: int = field("model/n_heads", ge=1, default=4, help="attention heads per block")
+    d_head: int = field("model/d_head", ge=1, default=16, help="width of each attention head")
+    d_mlp: int = field("model/d_mlp", ge=1, default=256, help="hidden width of each MLP")
+    n_layers: int = field("model/n_layers", ge=1, default=1, help="transformer blocks")
     backend: Literal["linen", "nnx", "equinox"] = field(
         "model/backend", default="linen", help="model library: linen, nnx (Flax NNX) or equinox"
     )

@@ -18,6 +18,15 @@ from lenscope.store.schema import artifacts, nodes
 ArtifactItem = tuple[NodeLike, str, str, bytes] | tuple[NodeLike, str, str, bytes, Mapping | None]
 
 
+def check_artifact_name(name: object) -> str:
+    """An artifact name that can be linked to: `/` may group names, but no `.` or `..` part and no backslash."""
+    name = check_name(name, "artifact name")
+    if "\\" in name or any(part in (".", "..") for part in name.split("/")):
+        raise UsageError(f"artifact name {name!r} refused: a name may not hold a backslash or a '.' or '..' "
+                         "part (a link to it could not reach it); e.g. 'attention' or 'probe/layer_1'")
+    return name
+
+
 class ArtifactsMixin(StoreBase):
     """The artifact half of the Store."""
 
@@ -44,7 +53,7 @@ class ArtifactsMixin(StoreBase):
                 raise UsageError("put_artifacts: each item must be (node, name, filename, content[, provenance])") \
                     from None
             node = Node.coerce(node)
-            name = check_name(name, "artifact name")
+            name = check_artifact_name(name)
             filename = check_plain_name(filename, "artifact filename", filename=True)
             checked.append((node, name, filename, as_bytes(content, f"artifact {name!r} on {node}"),
                             _provenance_text(rest[0] if rest else None, name)))
@@ -95,8 +104,11 @@ class ArtifactsMixin(StoreBase):
                     current[(row.node_id, row.name)] = row.top
         return current
 
-    def artifact(self, node: NodeLike, name: str, version: int | None = None) -> Payload:
-        """The payload of artifact `name` on `node`: the latest version unless `version` is given."""
+    def artifact(self, node: NodeLike, name: str, version: int | None = None, *, lazy: bool = False) -> Payload:
+        """The payload of artifact `name` on `node`: the latest version unless `version` is given.
+
+        Its bytes are read and checked now, or with `lazy` when first wanted (`payload.chunks()` streams them).
+        """
         node = Node.coerce(node)
         with self.read() as connection:
             node_id = self._node_id(connection, node)
@@ -108,6 +120,8 @@ class ArtifactsMixin(StoreBase):
             row = connection.execute(stmt.order_by(artifacts.c.version.desc()).limit(1)).first()
             if row is None:
                 self._missing(connection, node, node_id, name, version)
+        if lazy:
+            return self._payload(node, name, row)
         return Payload(row.filename, self.blobs.get(row.sha256, row.size, artifact_label(node, name, row.version)))
 
     def artifact_provenance(self, node: NodeLike, name: str, version: int | None = None) -> dict | None:

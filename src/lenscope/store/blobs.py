@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from lenscope.errors import StoreError, UsageError
 from lenscope.files import write_atomic
+
+
+CHUNK = 1 << 20  # bytes read at a time when a blob is streamed
 
 
 class Payload(Mapping):
@@ -19,21 +22,30 @@ class Payload(Mapping):
     `content`: listing artifacts reads no blob, and a damaged blob fails only the artifact that uses it.
     """
 
-    __slots__ = ("_filename", "_content", "_size", "_load")
+    __slots__ = ("_filename", "_content", "_size", "_load", "_stream")
 
     def __init__(self, filename: str, content: bytes | None = None, *, size: int | None = None,
-                 load: Callable[[], bytes] | None = None) -> None:
+                 load: Callable[[], bytes] | None = None,
+                 stream: Callable[[], Iterable[bytes]] | None = None) -> None:
         if (content is None) == (load is None):
             raise UsageError("Payload needs exactly one of content or load")
         self._filename = filename
         self._content = content
         self._size = len(content) if content is not None else size
         self._load = load
+        self._stream = stream
 
     @classmethod
     def stored(cls, filename: str, blobs: BlobFolder, digest: str, size: int, what: str) -> Payload:
         """The payload of stored artifact `what` whose bytes are read from `blobs` when first wanted."""
-        return cls(filename, size=size, load=lambda: blobs.get(digest, size, what))
+        return cls(filename, size=size, load=lambda: blobs.get(digest, size, what),
+                   stream=lambda: blobs.chunks(digest, size, what))
+
+    def chunks(self) -> Iterable[bytes]:
+        """The exact bytes in pieces, read and checked as they go (bounded memory for a large stored payload)."""
+        if self._content is None and self._stream is not None:
+            return self._stream()
+        return (self.content,)
 
     @property
     def filename(self) -> str:
@@ -133,16 +145,53 @@ class BlobFolder:
 
     def get(self, digest: str, size: int, what: str = "") -> bytes:
         """The bytes of blob `digest`, checked against its recorded size and hash; `what` names the reader."""
+        with self._open(digest, size, what) as handle:
+            content = handle.read()
+        if len(content) != size or sha256(content) != digest:
+            raise self._corrupt(digest, what)
+        return content
+
+    def chunks(self, digest: str, size: int, what: str = "", chunk: int = CHUNK) -> Iterator[bytes]:
+        """The bytes of blob `digest` in pieces of `chunk` bytes, hashed as they are read: bounded memory.
+
+        The last piece is held back until the whole blob matched its size and SHA-256, so a reader of a
+        corrupt blob gets a StoreError (a download: a cut-short body), never silently wrong bytes.
+        """
+        handle = self._open(digest, size, what)
+        with handle:
+            hasher, held, read = hashlib.sha256(), None, 0
+            while piece := handle.read(chunk):
+                hasher.update(piece)
+                read += len(piece)
+                if held is not None:
+                    yield held
+                held = piece
+            if read != size or hasher.hexdigest() != digest:
+                raise self._corrupt(digest, what)
+            if held is not None:
+                yield held
+
+    def head(self, digest: str, size: int, count: int, what: str = "") -> bytes:
+        """The first `count` bytes of blob `digest` (for a preview; its size is checked, its hash trusted)."""
+        with self._open(digest, size, what) as handle:
+            return handle.read(count)
+
+    def _open(self, digest: str, size: int, what: str):
         target = self.path(digest)
         where = f"{what}: " if what else ""
         try:
-            content = target.read_bytes()
+            handle = open(target, "rb")
         except FileNotFoundError:
             raise StoreError(f"{where}blob {digest} is missing from {self.root} (run `lenscope fsck`)") from None
-        if len(content) != size or sha256(content) != digest:
-            raise StoreError(f"{where}blob {target} is corrupt: its bytes do not match the recorded SHA-256 and "
-                             "size (run `lenscope fsck`; putting the same bytes again heals it)")
-        return content
+        if os.fstat(handle.fileno()).st_size != size:
+            handle.close()
+            raise self._corrupt(digest, what)
+        return handle
+
+    def _corrupt(self, digest: str, what: str) -> StoreError:
+        where = f"{what}: " if what else ""
+        return StoreError(f"{where}blob {self.path(digest)} is corrupt: its bytes do not match the recorded SHA-256 "
+                          "and size (run `lenscope fsck`; putting the same bytes again heals it)")
 
 
 def _holds(target: Path, content: bytes) -> bool:

@@ -21,6 +21,14 @@ class CheckpointsMixin(StoreBase):
         node = Node.coerce(node)
         with self.read() as connection:
             self._node_id(connection, node)
+        return self.checkpoint_folder(node)
+
+    def checkpoint_folder(self, node: Node) -> Path:
+        """The same place computed from the address alone, without reading the store.
+
+        What the processes of a multi-host job that do not write use: they must not look up a node
+        that process 0 may not have committed yet.
+        """
         return self.root / "checkpoints" / node.name / node.nonce / str(node.seq)
 
     def mark_checkpoint(self, node: NodeLike, path: Path | str, step: int | None = None) -> None:

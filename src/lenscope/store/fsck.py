@@ -17,6 +17,7 @@ from lenscope.store.store import Store
 
 DAMAGE, GARBAGE, STALE, NOTE = "damage", "garbage", "stale", "note"
 STALE_ERROR = "stale: the job's process was gone (marked failed by lenscope fsck --repair)"
+UNLEASED_ERROR = "stale: running with no job holding its lease (marked failed by lenscope fsck --repair)"
 
 
 @dataclass(frozen=True)
@@ -127,18 +128,23 @@ def _running(store: Store, repair: bool) -> list[Finding]:
                                   .where(nodes.c.status == "running").order_by(nodes.c.id)).all()
     running = [Node(r.name, r.nonce, r.seq) for r in rows]
     gone = leases.stale(store, {node.lineage for node in running})
+    orphans = leases.unleased(store, {node.lineage for node in running})
     found = []
     for node in running:
-        if node.lineage not in gone:
-            found.append(Finding(NOTE, f"node {node} is running (a live job, or one of a lenscope without leases "
-                                       "that fsck cannot judge)"))
-        else:
+        if node.lineage in gone:
             found.append(Finding(STALE, f"node {node} is marked running but its job's process is gone",
-                                 repaired=repair and _fail_stale(store, node)))
+                                 repaired=repair and _fail_stale(store, node, STALE_ERROR)))
+        elif node.lineage in orphans:
+            found.append(Finding(NOTE, f"node {node} is marked running but no job holds its lease (written from "
+                                       "Python, or its job ended without writing its status: a full disk); "
+                                       "`--repair` marks it failed unless a job takes the lineage meanwhile",
+                                 repaired=repair and _fail_stale(store, node, UNLEASED_ERROR)))
+        else:
+            found.append(Finding(NOTE, f"node {node} is running (a live job holds its lease)"))
     return found
 
 
-def _fail_stale(store: Store, node: Node) -> bool:
+def _fail_stale(store: Store, node: Node, error: str) -> bool:
     """Mark a stale node failed, holding its lineage's lease so a job resuming it meanwhile is never overruled."""
     try:
         lease = leases.acquire(store, node)
@@ -147,7 +153,7 @@ def _fail_stale(store: Store, node: Node) -> bool:
     try:
         if store.status(node) != "running":
             return False
-        store.set_status(node, "failed", error=STALE_ERROR)
+        store.set_status(node, "failed", error=error, lease=lease)
         return True
     finally:
         lease.release()

@@ -167,9 +167,22 @@ class Lease:
         self._stop.set()
         try:
             with self.store._write("release lease") as connection:
-                connection.execute(delete(leases).where(self._where()))
+                self.delete_row(connection)
         finally:
             self._lock.release()
+
+    def delete_row(self, connection: Connection) -> None:
+        """Delete the lease row inside the caller's transaction (a final status written with it); `drop()` after commit."""
+        connection.execute(delete(leases).where(self._where()))
+
+    def drop(self) -> None:
+        """Stop the heartbeat and drop the lock, keeping the row: once this process is gone the lineage is stale.
+
+        What a job whose final status could not be written does (a full disk), so `--resume` and
+        `lenscope fsck --repair` can take the lineage over instead of finding it running with no owner.
+        """
+        self._stop.set()
+        self._lock.release()
 
 
 def _owners(connection: Connection, lineages: Iterable[Lineage]) -> dict[Lineage, Owner]:
@@ -242,6 +255,13 @@ def stale(store: StoreBase, lineages: Iterable[Lineage]) -> set[Lineage]:
             return {lineage for lineage, owner in owners.items() if not owner.alive(now)}
         held = _held_keys(connection)
     return {lineage for lineage in owners if _key(*lineage) not in held}
+
+
+def unleased(store: StoreBase, lineages: Iterable[Lineage]) -> set[Lineage]:
+    """The lineages among these that have no lease row at all (no job holds or held them)."""
+    lineages = set(lineages)
+    with store.read() as connection:
+        return lineages - set(_owners(connection, lineages))
 
 
 def owner(store: StoreBase, lineage: Lineage) -> Owner | None:

@@ -12,11 +12,13 @@ _SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_\-]*"
 _NAME = rf"{_SEGMENT}(?:\.{_SEGMENT})*"
 _NAME_RE = re.compile(_NAME)
 _NONCE_RE = re.compile(r"[0-9a-f]{6}")
+MAX_SEQ = 2**31 - 1  # the seq column is a 32-bit integer on PostgreSQL
 _ADDRESS_RE = re.compile(rf"(?P<name>{_NAME})@(?P<nonce>[0-9a-f]{{6}}):(?P<seq>0|[1-9][0-9]*)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-]")
 
 ADDRESS_FORM = "NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12 (NONCE is 6 lowercase hex digits)"
 MAX_NAME = 200
+MAX_ADDRESS = MAX_NAME + 1 + 6 + 1 + 10  # name@nonce:seq at its longest
 NAME_FORM = f"up to {MAX_NAME} characters: dot-separated parts of letters, digits, '_', '-', each not starting with '-'"
 
 
@@ -33,8 +35,9 @@ class Node:
             raise UsageError(f"bad node name {self.name!r}: expected {NAME_FORM}")
         if not isinstance(self.nonce, str) or not _NONCE_RE.fullmatch(self.nonce):
             raise UsageError(f"bad node nonce {self.nonce!r}: expected 6 lowercase hex digits")
-        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or self.seq < 0:
-            raise UsageError(f"bad node seq {self.seq!r}: expected an integer >= 0")
+        if isinstance(self.seq, bool) or not isinstance(self.seq, int) or not 0 <= self.seq <= MAX_SEQ:
+            shown = self.seq if not isinstance(self.seq, int) or self.seq.bit_length() < 64 else "an integer too large"
+            raise UsageError(f"bad node seq {shown!r}: expected an integer from 0 to {MAX_SEQ} (2**31 - 1)")
 
     @property
     def address(self) -> str:
@@ -59,9 +62,13 @@ class Node:
             return text
         if not isinstance(text, str):
             raise UsageError(f"expected a node address ({ADDRESS_FORM}), got {type(text).__name__}")
-        match = _ADDRESS_RE.fullmatch(text)
+        match = _ADDRESS_RE.fullmatch(text) if len(text) <= MAX_ADDRESS else None
         if match is None:
-            raise UsageError(f"bad node address {text!r}: expected {ADDRESS_FORM}")
+            shown = text if len(text) <= MAX_ADDRESS else text[:60] + "..."
+            raise UsageError(f"bad node address {shown!r}: expected {ADDRESS_FORM}")
+        if len(match["seq"]) > len(str(MAX_SEQ)):
+            raise UsageError(f"bad node address {text!r}: seq {match['seq'][:20]}{'...' if len(match['seq']) > 20 else ''} is out of range: "
+                             f"expected 0 to {MAX_SEQ} (2**31 - 1)")
         return cls(match["name"], match["nonce"], int(match["seq"]))
 
     @classmethod

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +22,9 @@ from lenscope.store.node import Node, new_nonce
 from lenscope.store.query import Query
 from lenscope.store.schema import artifacts, edges, lineage_nonce, nodes, records
 from lenscope.store.values import Scalar, check_values, decode, dump_config, encode, load_config
+
+if TYPE_CHECKING:
+    from lenscope.store.leases import Lease
 
 STATUSES = ("running", "done", "failed")
 NONCE_ATTEMPTS = 5  # transactions new_nodes tries when concurrent writers keep drawing its nonces
@@ -126,6 +130,7 @@ class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
         node = Node.coerce(node)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise UsageError(f"tick count must be an int >= 1, got {count!r}")
+        Node(node.name, node.nonce, node.seq + count)  # the last seq in range, checked before any node is made
         made = [Node(node.name, node.nonce, node.seq + k) for k in range(1, count + 1)]
         config_text = dump_config(config) if config is not None else None
         with self._write("tick") as connection:
@@ -166,8 +171,12 @@ class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
                 )
             ).first() is not None
 
-    def set_status(self, node: NodeLike, status: str, error: str | None = None) -> None:
-        """Set `node`'s status to running, done or failed (with an error message if any)."""
+    def set_status(self, node: NodeLike, status: str, error: str | None = None, *, lease: Lease | None = None) -> None:
+        """Set `node`'s status to running, done or failed (with an error message if any).
+
+        With `lease`, the lease row is deleted in the same transaction: the final status and the
+        release are written together or not at all (the lock is dropped once they are).
+        """
         if status not in STATUSES:
             valid = ", ".join(STATUSES)
             raise UsageError(f"unknown status {status!r}; expected one of {valid}{hint(str(status), STATUSES)}")
@@ -176,6 +185,10 @@ class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):
         with self._write("set_status") as connection:
             node_id = self._node_id(connection, node)
             connection.execute(update(nodes).where(nodes.c.id == node_id).values(status=status, error=error))
+            if lease is not None:
+                lease.delete_row(connection)
+        if lease is not None:
+            lease.drop()
 
     def status(self, node: NodeLike) -> str:
         """`node`'s status: running, done or failed."""

@@ -19,15 +19,23 @@ MAX_KEY = 200
 def scalar(key: str, value: object) -> Scalar:
     """`value` as a plain Python scalar (0-d NumPy/JAX arrays unwrap); a UsageError otherwise."""
     if value is None or isinstance(value, (bool, int, float, str)):
-        return value
+        return _in_range(key, value)
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "ndim", 0) == 0 and getattr(value, "size", 1) == 1:
         out = item()
         if out is None or isinstance(out, (bool, int, float, str)):
-            return out
+            return _in_range(key, out)
     raise UsageError(
         f"value {key!r} has type {type(value).__name__}; expected float, int, str, bool, None or a 0-d array"
     )
+
+
+def _in_range(key: str, value: Scalar) -> Scalar:
+    """An int that fits the store's 64-bit integers (and a float's range, for queries); a UsageError otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        raise UsageError(f"value {key!r} is an integer of {value.bit_length()} bits: stored integers are 64-bit "
+                         "(-2**63 to 2**63 - 1); record it as a float or a string")
+    return value
 
 
 def check_values(values: Mapping[str, object]) -> dict[str, Scalar]:
@@ -80,7 +88,25 @@ def dump_config(config: Mapping[str, Any] | None) -> str | None:
     try:
         return json.dumps(config, allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise UsageError(f"config is not storable as JSON: {error}") from None
+        where = _unstorable(config)
+        raise UsageError(f"config is not storable as JSON{f' at {where}' if where else ''}: {error}"
+                         + ("; NaN and infinity have no JSON form: give a number" if "JSON compliant" in str(error)
+                            else "")) from None
+
+
+def _unstorable(config: Any, prefix: str = "") -> str | None:
+    """The `/`-joined path of the first value of `config` that strict JSON cannot hold (NaN, inf, an object)."""
+    items = config.items() if isinstance(config, Mapping) else enumerate(config) if isinstance(config, list) else ()
+    for key, value in items:
+        path = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, (Mapping, list)):
+            found = _unstorable(value, path)
+            if found:
+                return found
+        elif not (value is None or isinstance(value, (str, int, bool))
+                  or (isinstance(value, float) and math.isfinite(value))):
+            return path
+    return None
 
 
 def load_config(text: str | None) -> dict | None:

@@ -26,6 +26,14 @@ def cache_folder(store_root: Path | str) -> Path | None:
     return Path(configured) if configured else Path(store_root) / "compile_cache"
 
 
+def _writable(folder: Path) -> bool:
+    """Whether `folder`, or the nearest folder above it that exists, can be written by this process."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            return candidate.is_dir() and os.access(candidate, os.W_OK)
+    return False
+
+
 def use_compile_cache(store_root: Path | str) -> Path | None:
     """Turn the persistent cache on for this process, once; the folder in use (None when off).
 
@@ -35,6 +43,8 @@ def use_compile_cache(store_root: Path | str) -> Path | None:
     if _chosen:
         return _chosen[0]
     folder = cache_folder(store_root)
+    if folder is not None and not _writable(folder):
+        folder = None  # a read-only store: no cache, rather than a warning per compilation
     if jax.config.jax_compilation_cache_dir:
         folder = Path(jax.config.jax_compilation_cache_dir)
     elif folder is not None:

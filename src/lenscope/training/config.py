@@ -30,6 +30,11 @@ class TrainerConfig:
         "training/analysis_other_class", default=False,
         help="let an analysis add a version to an artifact that another class wrote under the same NAME",
     )
+    analysis_deadline: float = field(
+        "training/analysis_deadline", default=600.0, ge=0,
+        help="seconds a validation's tandem work (plots, files) may take; past it the work is abandoned with "
+             "one line and training goes on; 0 means no deadline",
+    )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field(
         "optimization/warmup_steps", default=0, ge=0, help="linear warmup steps before the peak rate"
@@ -39,7 +44,7 @@ class TrainerConfig:
     b2: float = field("optimization/b2", default=0.999, help="Adam second-moment decay")
     report_interval: int = field(
         "logging/report_interval", default=50, ge=0,
-        help="record training values every N steps (and at the end); 0 means never",
+        help="record training values every N steps, at each checkpoint and at the end; 0 means never",
     )
     validation_interval: int = field(
         "logging/validation_interval", default=500, ge=0,

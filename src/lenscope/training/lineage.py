@@ -132,36 +132,51 @@ class Lineage:
         return path
 
     def checkpoint_dir(self) -> Path:
-        """Where the current node's checkpoint goes."""
-        return self.store.checkpoint_dir(self.node)
+        """Where the current node's checkpoint goes, the current node written first.
+
+        Only the writer reads the store: every other process computes the same folder from the node
+        it was given, so none looks up a row process 0 has not committed.
+        """
+        if self.writer:
+            return self.store.checkpoint_dir(self.flush())
+        return self.store.checkpoint_folder(self.node)
 
     def mark_checkpoint(self, node: Node, path: Path, step: int) -> None:
         """Mark a committed checkpoint on `node` (called from the checkpoint thread)."""
         if self.writer:
             self.store.mark_checkpoint(node, path, step=step)
 
-    def finish(self, status: str, error: str | None = None) -> None:
+    def finish(self, status: str, error: str | None = None, *, release: bool = False) -> None:
         """Mark the current node done or failed, once (only a node this job owns).
 
         A resumed node that never advanced (an evaluation) keeps the status it had, unless the job failed.
+        With `release`, the lease is released in the same transaction as the status.
         """
         if not (self.writer and self.owner) or self.ended is not None:
             return
         if status == "done" and self.node == self._start and self._prior is not None and self._prior[0] != "running":
             status, error = self._prior
         with self.guard():
-            self.store.set_status(self.flush(), status, error=error)
+            self.store.set_status(self.flush(), status, error=error, lease=self._lease if release else None)
         self.ended = (status, error)
 
     def close(self, error: BaseException | None = None) -> None:
-        """Finish the node if nothing did (failed with `error`, else done), then release the lease; idempotent."""
+        """Finish the node if nothing did (failed with `error`, else done) and release the lease with it; idempotent.
+
+        When the final status cannot be written (a full disk), the lease row stays and only the lock
+        is dropped: the lineage is then stale, not `running` with no owner, so `--resume` takes it over.
+        """
         try:
             if self.ended is None:
-                self.finish("failed" if error is not None else "done", describe(error) if error is not None else None)
+                self.finish("failed" if error is not None else "done", describe(error) if error is not None else None,
+                            release=True)
         finally:
             if self._lease is not None:
                 lease, self._lease = self._lease, None
-                lease.release()
+                if self.ended is None and self.writer and self.owner:
+                    lease.drop()
+                else:
+                    lease.release()
 
 
 class Mode(enum.Enum):

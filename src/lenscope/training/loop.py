@@ -34,6 +34,14 @@ class StopTraining(Exception):  # noqa: N818 (a signal, like StopIteration, not 
 
 ValidationWatcher = Callable[[int, Mapping[str, float]], None]
 """Called with (step, validation values) after each validation; may raise StopTraining."""
+def reports(step: int, args: Any) -> bool:
+    """Whether training values are recorded at `step`: every report interval, at the end, and at each checkpoint.
+
+    A checkpoint closes the report window, so a run resumed from it averages the same steps as the run
+    that was not interrupted: its reported means are the same.
+    """
+    return due(step, args.report_interval, last=step == args.steps) or (
+        args.report_interval > 0 and due(step, args.checkpoint_interval))
 
 
 class TrainingLoop:
@@ -200,7 +208,7 @@ class TrainingLoop:
                 totals = metrics if totals is None else self._accumulate(totals, metrics)
                 count += 1
                 progress.update()
-                if due(step, args.report_interval, last=step == args.steps):
+                if reports(step, args):
                     values = {f"train/{k}": float(v) / count for k, v in to_host(totals).items()}
                     values["train/steps_per_s"] = count / (time.perf_counter() - t0)
                     values["train/step"] = step
@@ -253,7 +261,7 @@ class TrainingLoop:
         with shielded():  # an interrupt waits until Orbax has the state and its commit is under way
             node = self.lineage.flush()
             step = int(self.state.step)
-            self._checkpoints.save(self.store.checkpoint_dir(node), self.state, step,
+            self._checkpoints.save(self.lineage.checkpoint_dir(), self.state, step,
                                    lambda path, s: self.lineage.mark_checkpoint(node, path, s))
 
     def test(self, split: str = "test") -> dict[str, float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,8 +55,9 @@ class Publisher:
     training thread and its errors propagate.
     """
 
-    def __init__(self, store: Store, *, writer: bool) -> None:
+    def __init__(self, store: Store, *, writer: bool, deadline: float = 0.0) -> None:
         self.store, self.writer = store, writer
+        self.deadline = deadline  # seconds the background work may take before it is abandoned; 0: no limit
         self.failures: dict[str, Failures] = {}
         self._node: Node | None = None
         self._strict = False
@@ -65,6 +67,10 @@ class Publisher:
         self._gate = threading.RLock()
         self._stopped = threading.Event()
         self._failures_lock = threading.Lock()
+        self._generation = 0  # bumped when work is abandoned: the abandoned thread's later writes are refused
+        self._started = 0.0
+        self._doing: tuple[str, Node] | None = None  # the work item running on the thread (analysis, node)
+        self._rest: list[tuple[str, Work]] = []  # the work queued behind it
 
     def open(self, node: Node, *, strict: bool) -> None:
         """Start collecting one validation's work, computed on `node` (after the previous validation's is done)."""
@@ -101,16 +107,40 @@ class Publisher:
         if self._stopped.is_set():
             return
         self._thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._started = time.monotonic()
         self._thread.start()
 
     def wait(self) -> None:
         """Block until the background work (ahead-of-time compiles, the last validation's files) is done.
 
-        After `stop()` it returns at once: the work left can no longer write.
+        After `stop()` it returns at once: the work left can no longer write. Work still running
+        `deadline` seconds after it started is abandoned with one line, and training goes on.
         """
-        if self._thread is not None and not self._stopped.is_set():
-            self._thread.join()
-            self._thread = None
+        while self._thread is not None and not self._stopped.is_set():
+            left = None if self.deadline <= 0 else max(0.0, self._started + self.deadline - time.monotonic())
+            self._thread.join(left)
+            thread, self._thread = self._thread, None
+            if thread.is_alive():
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """Give up on the running work: it may never write again; the failure is recorded like any other.
+
+        The work queued behind it in the same validation runs on a fresh thread, with its own deadline.
+        """
+        with self._gate:  # a write in progress ends first; every later write of that thread is refused
+            self._generation += 1
+        doing, rest, self._rest = self._doing, self._rest, []
+        if doing is None:
+            log.error("tandem: ahead-of-time work did not finish within %gs (training/analysis_deadline): "
+                      "abandoned; training goes on", self.deadline)
+            return
+        name, node = doing
+        self.record(name, node, TimeoutError(
+            f"did not finish within {self.deadline:g}s (training/analysis_deadline): abandoned; training goes on"),
+            trace=False)
+        if rest:
+            self.start(self._publish, (rest, node), "lenscope-tandem")
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """On an interrupt: let the handed-over work finish for up to `grace` seconds, then abandon the rest.
@@ -127,34 +157,46 @@ class Publisher:
         self._abandoned, self._thread = self._thread, None
 
     @contextlib.contextmanager
-    def gate(self) -> Iterator[None]:
-        """Where deferred work writes: refused (Abandoned) once stopped; held from signals while it writes."""
+    def gate(self, generation: int | None = None) -> Iterator[None]:
+        """Where deferred work writes: refused (Abandoned) once stopped or abandoned; held from signals while it writes."""
         with self._gate, shielded():
             if self._stopped.is_set():
                 raise Abandoned("the run was interrupted")
+            if generation is not None and generation != self._generation:
+                raise Abandoned("the work ran past its deadline")
             yield
 
-    def record(self, name: str, node: Node, err: Exception) -> None:
+    def record(self, name: str, node: Node, err: Exception, *, trace: bool = True,
+               generation: int | None = None) -> None:
         """Report analysis `name`'s failure and record it on `node` (a value `tandem/NAME/error`, an error artifact).
 
-        The first failure of an analysis is logged with its traceback, later ones in one line each.
+        The first failure of an analysis is logged with its traceback (unless `trace` is false: one
+        line), later ones in one line each.
         """
-        text = "".join(traceback.format_exception(err))
+        text = "".join(traceback.format_exception(err)) if trace else f"{one_line(err)}\n"
         with self._failures_lock:
             seen = self.failures.get(name)
             if seen is None:
                 self.failures[name] = Failures(1, node, node, one_line(err))
             else:
                 seen.count, seen.last, seen.error = seen.count + 1, node, one_line(err)
-        if seen is None:
+        if seen is None and trace:
             log.error("tandem analysis %s failed at %s (training goes on; a later failure is one line, "
                       "each traceback is on its node as artifact %s.error):\n%s", name, node, name, text)
+        elif seen is None:
+            log.error("tandem analysis %s failed at %s: %s", name, node, one_line(err))
         else:
             log.error("tandem analysis %s failed again at %s: %s", name, node, one_line(err))
         if self.writer:
-            with contextlib.suppress(Abandoned), self.gate():
-                self.store.record(node, {f"tandem/{name}/error": one_line(err)})
-                self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+            try:
+                with self.gate(generation):
+                    self.store.record(node, {f"tandem/{name}/error": one_line(err)})
+                    self.store.put_artifact(node, f"{name}.error", f"{name}.error.txt", text.encode())
+            except Abandoned:
+                pass
+            except Exception as failed:  # noqa: BLE001  (a full disk: said in one line, never a thread's traceback)
+                log.error("tandem analysis %s: its failure could not be recorded on %s: %s", name, node,
+                          one_line(failed))
 
     def summary(self, validations: int) -> str | None:
         """One line naming every analysis that failed during the run (None when none did)."""
@@ -166,19 +208,24 @@ class Publisher:
         return (f"tandem analyses failed during this run: {'; '.join(parts)}. "
                 f"Tracebacks: `lenscope ls --artifact NAME.error` ({names})")
 
-    def _lineage(self, node: Node) -> Lineage:
+    def _lineage(self, node: Node, generation: int | None = None) -> Lineage:
         lineage = open_lineage(self.store, Mode.ATTACH, node, writer=self.writer)
-        lineage.guard = self.gate
+        lineage.guard = lambda: self.gate(generation)
         return lineage
 
     def _publish(self, jobs: list[tuple[str, Work]], node: Node) -> None:
-        lineage = self._lineage(node)
-        for name, work in jobs:
-            if self._stopped.is_set():
+        generation = self._generation
+        lineage = self._lineage(node, generation)
+        for index, (name, work) in enumerate(jobs):
+            if self._stopped.is_set() or generation != self._generation:
                 return
+            self._doing, self._rest = (name, node), jobs[index + 1:]
             try:
                 work(lineage)
             except Abandoned:
                 return
             except Exception as err:  # noqa: BLE001  (recorded on the node: a figure never stops training)
-                self.record(name, node, err)
+                self.record(name, node, err, generation=generation)
+            finally:
+                if generation == self._generation:
+                    self._doing, self._rest = None, []

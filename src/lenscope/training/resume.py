@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from ..config import hydrate, to_dict
 from ..errors import UsageError
 from ..store import Node, Store
-from ..store.leases import stale
+from ..store.leases import STALE_AFTER_S, owner, stale
 from ..store.lineage_heads import Head, heads
 from .trainer import node_name
 
@@ -54,10 +55,24 @@ def resume_point(cls: type, sources: Sequence[Any], store: Store, *, job: str | 
                          f"--resume the config it ran with, or {how}")
     running = [h for h in found if h.status == "running" and h.node.lineage not in dead]
     done = [h for h in found if h.status == "done"]
-    detail = (f"; {running[0].node} is still running" if running
+    detail = (f"; {running[0].node} is still running{_why_running(store, running[0], job)}" if running
               else f"; the latest run, {done[0].node}, finished: continue it with --base {done[0].node}" if done
               else "")
     raise UsageError(f"nothing to resume: no interrupted, failed or stale run of {job}{detail}")
+
+
+def _why_running(store: Store, head: Head, job: str) -> str:
+    """Who runs a lineage judged alive, when it would be taken over, and what to do now."""
+    held = owner(store, head.node.lineage)
+    now = time.time()
+    branch = (f"; to go on now without it, branch from its last checkpoint: lenscope run {job} --base "
+              f"{head.checkpoint} --branch" if head.checkpoint is not None else "")
+    if held is None:
+        return (" but no job holds its lease (its job ended without writing its status): `lenscope fsck --repair` "
+                f"marks it failed, then --resume continues it{branch}")
+    wait = max(0.0, held.heartbeat + STALE_AFTER_S - now)
+    return (f" by {held.describe(now)}; if that job is gone, it is taken for dead {STALE_AFTER_S:.0f} s after its "
+            f"last heartbeat, in about {wait:.0f} s, and --resume then takes it over{branch}")
 
 
 def _state(head: Head, dead: set) -> str:

@@ -77,7 +77,8 @@ class Tandem:
     def __init__(self, trainer: Any, analyses: Sequence[TandemAnalysis]) -> None:
         self.trainer = trainer
         self.analyses = list(analyses)
-        self.publisher = Publisher(trainer.store, writer=trainer.is_writer)
+        self.publisher = Publisher(trainer.store, writer=trainer.is_writer,
+                                   deadline=trainer.args.analysis_deadline)
         self.validations = 0
         self._views: list[TandemView] | None = None
 

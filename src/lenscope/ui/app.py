@@ -23,6 +23,7 @@ from lenscope.errors import LenscopeError
 from lenscope.store.values import Scalar
 from lenscope.ui import downloads, features, pages
 from lenscope.ui.figures import PngCache
+from lenscope.ui.hosts import HostCheck
 from lenscope.ui.nodes import Missing
 from lenscope.ui.readonly import ReadOnlyStore
 
@@ -96,7 +97,7 @@ def _static(request: Request) -> Response:
 
 def _error_page(request: Request, status: int, message: str) -> HTMLResponse:
     ui: UI = request.app.state.ui
-    titles = {404: "Not found", 405: "Method not allowed"}
+    titles = {404: "Not found", 405: "Method not allowed", 421: "Unknown host"}
     response = ui.page("error.html", code=status, title=titles.get(status, "Error"), message=message)
     if status == 405:
         response.headers["Allow"] = "GET, HEAD"
@@ -121,19 +122,22 @@ def _failure(request: Request, error: Exception) -> Response:
 
 
 class Guard:
-    """ASGI middleware: only GET and HEAD, no `..` path segment, and security headers on every response."""
+    """ASGI middleware: a known Host, only GET and HEAD, no `..` path segment, and security headers on every response."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hosts: HostCheck | None = None) -> None:
         self.app = app
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if scope["method"] not in ("GET", "HEAD"):
+        if self.hosts is not None and not self.hosts.accepts(_header(scope, b"host")):
+            scope = {**scope, "path": "/-/unknown-host", "method": "GET"}
+        elif scope["method"] not in ("GET", "HEAD"):
             scope = {**scope, "path": "/-/method-not-allowed", "method": "GET"}
-        elif ".." in path.split("/") or "\\" in path:
+        elif b".." in scope.get("raw_path", path.encode()).split(b"/") or b"\\" in scope.get("raw_path", b""):
             scope = {**scope, "path": "/-/not-found"}
         download = path.startswith(("/artifact/", "/png/"))
 
@@ -149,14 +153,27 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
 def _refused(request: Request) -> Response:
     path = request.scope.get("root_path", "") + request.url.path
+    if path == "/-/unknown-host":
+        return _error_page(request, 421, "this server does not answer for that host name; start it with "
+                                         "`lenscope ui --allow-host NAME` to reach it by that name")
     status = 405 if path == "/-/method-not-allowed" else 404
     return _error_page(request, status, "the UI is read-only: only GET and HEAD" if status == 405 else "no such page")
 
 
-def create_app(store: ReadOnlyStore | str | os.PathLike | None = None) -> Starlette:
-    """The UI's ASGI app over `store` (a ReadOnlyStore, or a folder/URL opened read-only; None: the default)."""
+def create_app(store: ReadOnlyStore | str | os.PathLike | None = None, hosts: HostCheck | None = None) -> Starlette:
+    """The UI's ASGI app over `store` (a ReadOnlyStore, or a folder/URL opened read-only; None: the default).
+
+    With `hosts`, a request naming another Host is refused (421): what `lenscope ui` serves.
+    """
     handle = store if isinstance(store, ReadOnlyStore) else ReadOnlyStore.open(store)
     routes = [
         Route("/", pages.runs),
@@ -176,8 +193,9 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None) -> Starle
         Route("/favicon.ico", _static),
         Route("/-/method-not-allowed", _refused),
         Route("/-/not-found", _refused),
+        Route("/-/unknown-host", _refused),
     ]
     handlers = {404: _http_error, 405: _http_error, Missing: _missing, Exception: _failure}
-    app = Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(Guard)])
+    app = Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(Guard, hosts=hosts)])
     app.state.ui = UI(handle, templates(), PngCache())
     return app

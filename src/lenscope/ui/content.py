@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from lenscope.ui.lineage_page import is_figure
 
 MAX_TEXT = 1 << 20  # bytes of a JSON or text artifact shown on a page; the download has all of it
+MAX_JSON_DEPTH = 100  # nesting a JSON preview pretty-prints; deeper JSON is shown as it is stored
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 TEXT_SUFFIXES = frozenset({".txt", ".log", ".md", ".yaml", ".yml", ".csv", ".tsv", ".py", ".toml", ".ini", ".error"})
 _RASTER = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
            ".webp": "image/webp", ".svg": "image/svg+xml"}
@@ -39,15 +42,31 @@ def image_type(filename: str) -> str | None:
     return _RASTER.get(PurePosixPath(filename).suffix.lower())
 
 
-def readable(content: bytes, as_json: bool) -> tuple[str, bool]:
-    """(text to show, whether it was cut): JSON pretty-printed when it parses, other bytes decoded as UTF-8."""
-    cut = len(content) > MAX_TEXT
-    if as_json and not cut:
+def readable(content: bytes, as_json: bool, size: int | None = None) -> tuple[str, bool]:
+    """(text to show, whether it was cut): JSON pretty-printed when it parses, other bytes decoded as UTF-8.
+
+    `content` may be only the first bytes of an artifact of `size` bytes; JSON is pretty-printed only
+    when whole and at most MAX_JSON_DEPTH deep (parsing deeper nesting would recurse without bound).
+    """
+    cut = max(len(content), size or 0) > MAX_TEXT
+    if as_json and not cut and json_depth(content) <= MAX_JSON_DEPTH:
         try:
             return json.dumps(json.loads(content), indent=2, ensure_ascii=False), False
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             pass
     return content[:MAX_TEXT].decode("utf-8", errors="replace"), cut
+
+
+def json_depth(content: bytes) -> int:
+    """The deepest nesting of arrays and objects in JSON text (strings skipped), counted without parsing."""
+    depth = deepest = 0
+    for char in _JSON_STRING.sub(b"", content).translate(None, delete=_NOT_BRACKETS):
+        depth += 1 if char in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 def content_type(filename: str) -> str:

@@ -6,13 +6,13 @@ import math
 from dataclasses import asdict
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from lenscope.ui import content
-from lenscope.ui.figures import FigureError
+from lenscope.ui.figures import MAX_PDF_BYTES, FigureError
 from lenscope.ui.lineage_list import lineage_rows, parse_lineage, with_liveness
 from lenscope.ui.live import stamp
-from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_chunks, artifact_content, artifact_info, parse_node
 from lenscope.ui.pages import _int, _lineage, _ui, curves_json
 from lenscope.ui.series import lineage_keys, load_curves
 
@@ -31,8 +31,13 @@ def artifact(request: Request) -> Response:
     ui, info, version = _requested(request)
     headers = {"Content-Disposition": content.disposition(info.filename), "ETag": f'"{info.sha256}"',
                "Cache-Control": IMMUTABLE if version is not None else "no-cache"}
-    return Response(artifact_content(ui.store, info), media_type=content.content_type(info.filename),
-                    headers=headers)
+    return _streamed(ui, info, content.content_type(info.filename), headers)
+
+
+def _streamed(ui, info: ArtifactInfo, media_type: str, headers: dict[str, str]) -> Response:
+    """The artifact's bytes streamed in pieces, hashed on the way: a large download holds one piece in memory."""
+    return StreamingResponse(artifact_chunks(ui.store, info), media_type=media_type,
+                             headers={**headers, "Content-Length": str(info.size)})
 
 
 def png(request: Request) -> Response:
@@ -40,6 +45,8 @@ def png(request: Request) -> Response:
     ui, info, version = _requested(request)
     headers = {"ETag": f'"{info.sha256}"', "Cache-Control": IMMUTABLE if version is not None else "no-cache"}
     if content.is_pdf(info.filename):
+        if info.size > MAX_PDF_BYTES:
+            raise Missing(f"figure {info.name!r} is too large to show here ({info.size} bytes): download it")
         try:
             body = ui.pngs.png(info.sha256, artifact_content(ui.store, info))
         except FigureError as error:
@@ -48,7 +55,7 @@ def png(request: Request) -> Response:
     image = content.image_type(info.filename)
     if image is None:
         raise Missing(f"artifact {info.name!r} ({info.filename}) is not a figure")
-    return Response(artifact_content(ui.store, info), media_type=image, headers=headers)
+    return _streamed(ui, info, image, headers)
 
 
 def api_runs(request: Request) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,3 +125,19 @@ def artifact_info(store: StoreReader, node: Node, name: str, version: int | None
 def artifact_content(store: StoreReader, info: ArtifactInfo) -> bytes:
     """The exact stored bytes of an artifact version (checked against its size and SHA-256)."""
     return store.blobs.get(info.sha256, info.size)
+
+
+def artifact_chunks(store: StoreReader, info: ArtifactInfo) -> Iterator[bytes]:
+    """The same bytes in pieces, hashed as they stream (a download holds one piece at a time)."""
+    return store.blobs.chunks(info.sha256, info.size, f"artifact {info.name!r}")
+
+
+def artifact_head(store: StoreReader, info: ArtifactInfo, count: int) -> bytes:
+    """The first `count` bytes of an artifact version (what a text preview shows; the content address is trusted)."""
+    return store.blobs.head(info.sha256, info.size, count, f"artifact {info.name!r}")
+
+
+def artifact_file(store: StoreReader, info: ArtifactInfo) -> Path:
+    """The blob file of an artifact version, for readers that seek (a Parquet preview reads one page's row groups)."""
+    store.blobs.head(info.sha256, info.size, 0, f"artifact {info.name!r}")  # missing or the wrong size: a StoreError
+    return store.blobs.path(info.sha256)

@@ -18,7 +18,7 @@ from lenscope.ui.graph_page import is_graph, layout
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
-from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_content, artifact_info, node_detail, parse_node
+from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_file, artifact_head, artifact_info, node_detail, parse_node
 from lenscope.ui.series import Curves, lineage_keys, load_curves
 from lenscope.ui.svg import Line, chart
 from lenscope.ui.tables import TableError, preview
@@ -26,7 +26,7 @@ from lenscope.ui.tables import TableError, preview
 DEFAULT_CURVES = 6
 DEFAULT_CONFIG_COLUMNS = 4
 MAX_COMPARED = 8
-MAX_PREVIEW = 256 << 20  # bytes of a table or text artifact the page reads to preview it
+MAX_PREVIEW = 256 << 20  # bytes of a table the page previews (it reads only the row groups of one page)
 STATUSES = ("running", "stale", "done", "failed")
 _COLUMNS = {"name": "name", "nonce": "nonce", "status": "status", "steps": "last_seq", "nodes": "nodes",
             "created": "created", "updated": "updated", "checkpoints": "checkpoints", "artifacts": "artifacts"}
@@ -175,17 +175,17 @@ def show(ui, node: Node, info: ArtifactInfo, page: int = 0) -> Shown:
     shown = Shown(info, kind)
     if kind in ("figure", "binary"):
         return shown
-    if info.size > MAX_PREVIEW:
-        shown.problem = f"too large to preview here ({info.size} bytes): download it"
-        return shown
-    data = artifact_content(ui.store, info)
     if kind == "table":
+        if info.size > MAX_PREVIEW:
+            shown.problem = f"too large to preview here ({info.size} bytes): download it"
+            return shown
         try:
-            shown.table = preview(data, page)
+            shown.table = preview(artifact_file(ui.store, info), page)
         except TableError as error:
             shown.problem = str(error)
     else:
-        shown.text, shown.cut = content.readable(data, as_json=kind == "json")
+        head = artifact_head(ui.store, info, content.MAX_TEXT + 1)
+        shown.text, shown.cut = content.readable(head, as_json=kind == "json", size=info.size)
         shown.graph = kind == "json" and not shown.cut and is_graph(shown.text)
     return shown
 

@@ -6,12 +6,14 @@ import ipaddress
 import os
 import socket
 import sys
+from collections.abc import Sequence
 
 import uvicorn
 
 from lenscope.errors import StoreError, UsageError
 from lenscope.ui import DEFAULT_HOST, DEFAULT_PORT
 from lenscope.ui.app import create_app
+from lenscope.ui.hosts import HostCheck
 from lenscope.ui.readonly import ReadOnlyStore
 
 
@@ -57,8 +59,12 @@ def opened(store: str | os.PathLike | None) -> ReadOnlyStore:
     return handle
 
 
-def serve(store: str | os.PathLike | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Open `store` read-only and serve the UI until interrupted (store and address checked before serving)."""
+def serve(store: str | os.PathLike | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          allow_hosts: Sequence[str] = ()) -> None:
+    """Open `store` read-only and serve the UI until interrupted (store and address checked before serving).
+
+    Requests must name this server in `Host` (its address, an IP, localhost or one of `allow_hosts`).
+    """
     handle = opened(store)
     try:
         sock = listen(host, port)
@@ -69,7 +75,7 @@ def serve(store: str | os.PathLike | None = None, host: str = DEFAULT_HOST, port
         if not is_loopback(host):
             print(f"lenscope ui: warning: listening on {host}, beyond this machine: anyone who can reach port {port} "
                   "can read every run in this store", file=sys.stderr, flush=True)
-        config = uvicorn.Config(create_app(handle), log_level="warning", access_log=False, server_header=False)
+        config = uvicorn.Config(create_app(handle, HostCheck.serving(host, allow_hosts)), log_level="warning", access_log=False, server_header=False)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         handle.close()

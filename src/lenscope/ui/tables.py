@@ -6,6 +6,7 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 PAGE_ROWS = 50
@@ -29,13 +30,13 @@ class TablePage:
     first: int = 0  # index of the first row shown
 
 
-def preview(content: bytes, page: int = 0, page_rows: int = PAGE_ROWS) -> TablePage:
-    """Page `page` (from 0, clamped to the last) of the Parquet file `content`, reading only its row groups."""
+def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) -> TablePage:
+    """Page `page` (from 0, clamped to the last) of a Parquet file (its bytes or its path), reading only its row groups."""
     # lazy: pyarrow takes ~0.2 s to import and only pages with a table need it
     import pyarrow.parquet as pq
 
     try:
-        parquet = pq.ParquetFile(io.BytesIO(content))
+        parquet = pq.ParquetFile(str(content) if isinstance(content, Path) else io.BytesIO(content))
     except Exception as error:  # pyarrow raises several types for a damaged file
         raise TableError(f"not a readable Parquet file: {error}") from None
     schema = parquet.schema_arrow
