@@ -1,4 +1,5 @@
-"""Training in 2 real JAX processes with checkpoints between validations: no process reads a row process 0 has not written.
+"""Training in 2 real JAX processes with checkpoints between validations: no process reads a row process 0
+has not written.
 
 The same file is the workers' code: tests/multiproc.py loads it in each process and calls `_worker`.
 """

@@ -172,7 +172,7 @@ class Lease:
             self._lock.release()
 
     def delete_row(self, connection: Connection) -> None:
-        """Delete the lease row inside the caller's transaction (a final status written with it); `drop()` after commit."""
+        """Delete the lease row inside the caller's transaction (a final status written with it); `drop()` after."""
         connection.execute(delete(leases).where(self._where()))
 
     def drop(self) -> None:

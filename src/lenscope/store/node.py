@@ -67,7 +67,8 @@ class Node:
             shown = text if len(text) <= MAX_ADDRESS else text[:60] + "..."
             raise UsageError(f"bad node address {shown!r}: expected {ADDRESS_FORM}")
         if len(match["seq"]) > len(str(MAX_SEQ)):
-            raise UsageError(f"bad node address {text!r}: seq {match['seq'][:20]}{'...' if len(match['seq']) > 20 else ''} is out of range: "
+            seq = match["seq"][:20] + ("..." if len(match["seq"]) > 20 else "")
+            raise UsageError(f"bad node address {text!r}: seq {seq} is out of range: "
                              f"expected 0 to {MAX_SEQ} (2**31 - 1)")
         return cls(match["name"], match["nonce"], int(match["seq"]))
 

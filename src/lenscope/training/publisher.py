@@ -158,7 +158,7 @@ class Publisher:
 
     @contextlib.contextmanager
     def gate(self, generation: int | None = None) -> Iterator[None]:
-        """Where deferred work writes: refused (Abandoned) once stopped or abandoned; held from signals while it writes."""
+        """Where deferred work writes: refused (Abandoned) once stopped or abandoned; held from signals in a write."""
         with self._gate, shielded():
             if self._stopped.is_set():
                 raise Abandoned("the run was interrupted")

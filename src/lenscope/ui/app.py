@@ -122,7 +122,7 @@ def _failure(request: Request, error: Exception) -> Response:
 
 
 class Guard:
-    """ASGI middleware: a known Host, only GET and HEAD, no `..` path segment, and security headers on every response."""
+    """ASGI middleware: a known Host, only GET and HEAD, no `..` path segment, security headers on every response."""
 
     def __init__(self, app: ASGIApp, hosts: HostCheck | None = None) -> None:
         self.app = app

@@ -18,7 +18,16 @@ from lenscope.ui.graph_page import is_graph, layout
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
-from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_file, artifact_head, artifact_info, node_detail, parse_node
+from lenscope.ui.nodes import (
+    ArtifactInfo,
+    Missing,
+    artifact_content,
+    artifact_file,
+    artifact_head,
+    artifact_info,
+    node_detail,
+    parse_node,
+)
 from lenscope.ui.series import Curves, lineage_keys, load_curves
 from lenscope.ui.svg import Line, chart
 from lenscope.ui.tables import TableError, preview

@@ -75,7 +75,8 @@ def serve(store: str | os.PathLike | None = None, host: str = DEFAULT_HOST, port
         if not is_loopback(host):
             print(f"lenscope ui: warning: listening on {host}, beyond this machine: anyone who can reach port {port} "
                   "can read every run in this store", file=sys.stderr, flush=True)
-        config = uvicorn.Config(create_app(handle, HostCheck.serving(host, allow_hosts)), log_level="warning", access_log=False, server_header=False)
+        config = uvicorn.Config(create_app(handle, HostCheck.serving(host, allow_hosts)), log_level="warning",
+                                access_log=False, server_header=False)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         handle.close()

@@ -31,7 +31,7 @@ class TablePage:
 
 
 def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) -> TablePage:
-    """Page `page` (from 0, clamped to the last) of a Parquet file (its bytes or its path), reading only its row groups."""
+    """Page `page` (from 0, clamped to the last) of a Parquet file (bytes or path), reading only its row groups."""
     # lazy: pyarrow takes ~0.2 s to import and only pages with a table need it
     import pyarrow.parquet as pq
 
