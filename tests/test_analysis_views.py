@@ -66,6 +66,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "analysis_key": lambda v: v.analysis_key(),
     "analysis_step": lambda v: pytest.raises(UsageError, list, v.analysis_step()),  # no table schema: says so
     "analyze": lambda v: v.compute(),  # pure: traced inside compute's one compiled capture
+    "apply_model": lambda v: v.apply_model(v.module(v.state.params), v.model_inputs(_batch(v))),
     "block_path": lambda v: v.block_path(0),
     "build_data": lambda v: v.build_data(),
     "build_model": lambda v: v.build_model(),
@@ -119,6 +120,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "run_analysis": REFUSED,
     "run_tandem": lambda v: v.run_tandem(),
     "save_checkpoint": REFUSED,
+    "save_output": lambda v: v.save_output(v.plot(v.compute())),
     "select": lambda v: v.select(v.find()),
     "selection": lambda v: v.selection(v.analysis_batch(), v.analysis_key()),
     "setup": REFUSED,
@@ -127,6 +129,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "test": REFUSED,
     "test_step": lambda v: v.test_step(_batch(v), 0),
     "tick": REFUSED,
+    "token_strings": lambda v: v.token_strings([0, v.args.p]),
     "trace": lambda v: v.trace(v.state, _batch(v), v.analysis_key()),
     "train": lambda v: v.train(),
     "train_step": lambda v: v.train_step(v.state, _batch(v)),
@@ -134,6 +137,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "use_cfg": lambda v: None,  # run_analysis binds views with it (tests/test_run_analysis.py)
     "validate": REFUSED,
     "warm": lambda v: v.warm(),
+    "watch_validation": lambda v: v.watch_validation(lambda step, values: None),
 }
 
 
