@@ -140,7 +140,8 @@ def test_tiny_grokking_generalizes_with_every_backend(tmp_path, backend):
     config = ["data/p=23", "data/train_fraction=0.7", "model/d_model=32", "model/n_heads=4", "model/d_head=8",
               "model/d_mlp=128", "training/steps=2500", "optimization/lr=1e-2", "optimization/warmup_steps=10",
               "logging/validation_interval=0", "logging/checkpoint_interval=0", "logging/report_interval=500",
-              "training/analyze=false", "training/seed=1", f"model/backend={backend}", f"logging/results={tmp_path / 'r'}"]
+              "training/analyze=false", "training/seed=1", f"model/backend={backend}",
+              f"logging/results={tmp_path / 'r'}"]
     trainer = GrokTrainer(config, store=tmp_path / "runs")
     run_job(trainer)
     assert trainer.evaluate("train")["accuracy"] > 0.99

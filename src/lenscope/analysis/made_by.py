@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..store.values import MAX_KEY
 from ..version import VERSION
 
 MAX_VALUES = 256  # scalar leaves recorded per result; a bigger JSON result is data, not a handful of numbers
@@ -21,10 +22,7 @@ PREFIX = "analysis"
 def provenance(cls: type) -> dict[str, Any]:
     """The class's qualified name, its source file, the SHA-256 of its source and the lenscope version."""
     made: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}", "lenscope": VERSION}
-    try:
-        file = inspect.getsourcefile(cls)
-    except TypeError:  # defined in an interactive session: no file to name
-        file = None
+    file = _source_file(cls)
     if file:
         made["source_file"] = str(Path(file).resolve())
     try:
@@ -34,6 +32,17 @@ def provenance(cls: type) -> dict[str, Any]:
     if source is not None:
         made["source_sha256"] = hashlib.sha256(source).hexdigest()
     return made
+
+
+def _source_file(cls: type) -> str | None:
+    """The file that defines `cls`, also for a module run from a path and not imported (`runpy`)."""
+    try:
+        return inspect.getsourcefile(cls)
+    except TypeError:  # not in sys.modules (defined interactively, or run by runpy): ask its functions
+        codes = (getattr(inspect.unwrap(value), "__code__", None) for value in vars(cls).values()
+                 if inspect.isfunction(value))
+        return next((code.co_filename for code in codes if code is not None and Path(code.co_filename).is_file()),
+                    None)
 
 
 def analysis_class(cls: type) -> type:
@@ -56,12 +65,14 @@ _NOT = object()
 def json_values(name: str, output: Any, limit: int = MAX_VALUES) -> dict[str, Any]:
     """`{"analysis/NAME/key/sub": leaf}` for the scalar leaves of a JSON result (nested dicts joined by `/`).
 
-    Lists are left out (their items are data, not named numbers); a result with more than `limit` scalar
+    Lists are left out (their items are data, not named numbers), and so are leaves whose key would pass the
+    store's value-key limit (a long NAME's result still publishes); a result with more than `limit` scalar
     leaves records none: it is a data set, read from its file.
     """
     if not isinstance(output, Mapping):
         value = _scalar(output)
-        return {} if value is _NOT or isinstance(output, (list, tuple)) else {f"{PREFIX}/{name}": value}
+        key = f"{PREFIX}/{name}"
+        return {} if value is _NOT or isinstance(output, (list, tuple)) or len(key) > MAX_KEY else {key: value}
     out: dict[str, Any] = {}
 
     def walk(tree: Mapping, path: str) -> None:
@@ -71,7 +82,7 @@ def json_values(name: str, output: Any, limit: int = MAX_VALUES) -> dict[str, An
                 walk(value, here)
                 continue
             leaf = _scalar(value)
-            if leaf is not _NOT:
+            if leaf is not _NOT and len(here) <= MAX_KEY:
                 out[here] = leaf
 
     walk(output, f"{PREFIX}/{name}")

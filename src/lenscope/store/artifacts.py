@@ -190,17 +190,26 @@ def _provenance_text(provenance: Mapping | None, name: str) -> str | None:
         raise UsageError(f"provenance of artifact {name!r} is not storable as JSON: {error}") from None
 
 
+def _same_class(one: dict, other: dict) -> bool:
+    """Whether two provenances name one class under two module names (run as `__main__`, or by runpy, and
+    imported): the same class name defined in the same source file."""
+    file = one.get("source_file")
+    return (file is not None and file == other.get("source_file")
+            and one["class"].rpartition(".")[2] == other["class"].rpartition(".")[2])
+
+
 def _check_classes(connection: Connection, ids: dict[Node, int], checked: list) -> None:
     """Refuse a version whose provenance class differs from the class of the latest version of that name."""
     for node, name, _, _, text in checked:
-        made = json.loads(text).get("class") if text else None
+        now = json.loads(text) if text else {}
+        made = now.get("class")
         if made is None:
             continue
         row = connection.execute(
             select(artifacts.c.provenance).where(artifacts.c.node_id == ids[node], artifacts.c.name == name)
             .order_by(artifacts.c.version.desc()).limit(1)).first()
         before = json.loads(row.provenance) if row is not None and row.provenance else {}
-        if before.get("class") not in (None, made):
+        if before.get("class") not in (None, made) and not _same_class(before, now):
             raise UsageError(
                 f"artifact {name!r} on {node} was written by {before['class']} ({before.get('source_file', '?')}), "
                 f"not by {made}: give this analysis another NAME, or allow a version from another class "
