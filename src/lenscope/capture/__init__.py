@@ -20,6 +20,7 @@ from .patch import gradients, patched, record
 from .paths import CaptureError, format_paths, glob_regex, match_paths, tl_alias, validate_selection
 from .results import validate_result
 from .specs import abstract, signature
+from .staged import Staged, reused_forward
 
 _LAZY = {"EquinoxBackend": ".equinox", "NnxBackend": ".nnx"}  # name -> module: flax.nnx/equinox load on use
 
@@ -34,6 +35,7 @@ __all__ = [
     "LinenBackend",
     "ModuleCall",
     "NnxBackend",
+    "Staged",
     "Target",
     "abstract",
     "backend_for",
@@ -50,6 +52,7 @@ __all__ = [
     "patched",
     "record",
     "resolve_backend",
+    "reused_forward",
     "signature",
     "tl_alias",
     "validate_result",

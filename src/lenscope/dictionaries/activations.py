@@ -112,7 +112,7 @@ def cache_name(node: Any, sites: Sequence[str], split: str, positions: Sequence[
 def to_parquet(acts: Activations) -> bytes:
     """The activations as Parquet bytes: `example`, `position` and one fixed-size list column per site."""
     import pyarrow as pa  # lazy: pyarrow is needed only when activations are cached
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: as above
 
     columns = {"example": pa.array(acts.example), "position": pa.array(acts.position)}
     for site, value in acts.sites.items():

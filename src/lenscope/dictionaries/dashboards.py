@@ -94,7 +94,7 @@ def dashboard_rows(trainer: Any, layer: int = 0, top: int = 32, examples: int = 
 def to_parquet(rows: list[dict[str, Any]]) -> bytes:
     """The dashboard rows as Parquet bytes."""
     import pyarrow as pa  # lazy: pyarrow is needed only when dashboards are written
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: as above
 
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows), sink)

@@ -21,7 +21,7 @@ def is_graph(text: str) -> bool:
     """Whether a JSON artifact's text is an attribution graph file."""
     try:
         document = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse (then not a graph file either)
         return False
     return isinstance(document, dict) and set(document) >= KEYS
 
