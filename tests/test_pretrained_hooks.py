@@ -30,10 +30,10 @@ def model() -> Decoder:
 def test_hook_points_are_module_paths_in_call_order(model: Decoder) -> None:
     paths = discover(lambda t: model(t), (IDS,), backend=BACKEND)
     block = [p[len("blocks/0/"):] for p in paths if p.startswith("blocks/0/")]
-    assert block[:3] == ["hook_resid_pre", "ln1", "ln1/hook_scale"]
+    assert block[:4] == ["hook_resid_pre", "hook_attn_in", "ln1", "ln1/hook_scale"]
     for name in ("attn/hook_q", "attn/hook_rot_k", "attn/hook_attn_scores", "attn/hook_pattern", "attn/hook_z",
-                 "attn/out", "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "mlp/hook_pre", "mlp/hook_post",
-                 "mlp/fc_out", "hook_mlp_out", "hook_resid_post"):
+                 "attn/out", "attn/hook_result", "hook_attn_out", "hook_resid_mid", "hook_mlp_in", "mlp/hook_pre",
+                 "mlp/hook_post", "mlp/fc_out", "hook_mlp_out", "hook_resid_post"):
         assert name in block, name
     assert paths[:3] == ["", "embed", "hook_embed"]
     assert paths[-4:] == ["ln_final", "ln_final/hook_scale", "ln_final/hook_normalized", "unembed"]

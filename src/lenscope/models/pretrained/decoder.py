@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from ..equinox.layers import Dense, Embed
 from .config import DecoderConfig
+from .heads import attention_input, attention_output, project_qkv
 from .layers import ACTIVATIONS, Hook, Norm, rotate
 
 Array = jax.Array
@@ -60,6 +61,7 @@ class Attention(eqx.Module):
     hook_attn_scores: Hook
     hook_pattern: Hook
     hook_z: Hook
+    hook_result: Hook
     freqs: tuple[float, ...] | None = eqx.field(static=True)
     window: int | None = eqx.field(static=True)
     scale: float = eqx.field(static=True)
@@ -75,7 +77,7 @@ class Attention(eqx.Module):
         self.q_norm = _norm(cfg, d) if cfg.qk_norm else None
         self.k_norm = _norm(cfg, d) if cfg.qk_norm else None
         (self.hook_q, self.hook_k, self.hook_v, self.hook_rot_q, self.hook_rot_k, self.hook_attn_scores,
-         self.hook_pattern, self.hook_z) = (Hook() for _ in range(8))
+         self.hook_pattern, self.hook_z, self.hook_result) = (Hook() for _ in range(9))
         self.freqs, self.window = cfg.freqs(layer), cfg.window(layer)
         self.scale, self.softcap = cfg.attn_scale, cfg.attn_softcap
 
@@ -86,7 +88,7 @@ class Attention(eqx.Module):
         attention_mask [b, keys] marks the keys that exist (1) and padding (0). Returns the output, with
         the pattern when `return_pattern`, with the updated cache when a cache is given.
         """
-        q, k, v = self.hook_q(self.query(x)), self.hook_k(self.key(x)), self.hook_v(self.value(x))
+        q, k, v = project_qkv(self, x)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.freqs is not None:
@@ -113,7 +115,7 @@ class Attention(eqx.Module):
         scores = self.hook_attn_scores(jnp.where(allowed, scores, jnp.finfo(jnp.float32).min))
         pattern = self.hook_pattern(jax.nn.softmax(scores, axis=-1))
         z = self.hook_z(jnp.einsum("bhqk,bkhd->bqhd", pattern.astype(values.dtype), values))
-        y = self.out(z)
+        y = attention_output(self, z)
         if cache is not None:
             return y, cache
         return (y, pattern) if return_pattern else y
@@ -161,6 +163,7 @@ class Block(eqx.Module):
     mlp: MLP
     ln2_post: Norm | None
     hook_resid_pre: Hook
+    hook_attn_in: Hook
     hook_attn_out: Hook
     hook_resid_mid: Hook
     hook_mlp_in: Hook
@@ -176,14 +179,14 @@ class Block(eqx.Module):
         self.ln1_post = _norm(cfg) if cfg.post_norms else None
         self.ln2_post = _norm(cfg) if cfg.post_norms else None
         (self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid, self.hook_mlp_in, self.hook_mlp_out,
-         self.hook_resid_post) = (Hook() for _ in range(6))
+         self.hook_resid_post, self.hook_attn_in) = (Hook() for _ in range(7))
         self.parallel = cfg.parallel
 
     def __call__(self, x: Array, attention_mask: Array | None, positions: Array, cache: KV | None = None,
                  index: Array | int = 0) -> Array | tuple[Array, KV]:
         """Update the residual stream x [b, s, d_model] (and the layer's cache when one is given)."""
         x = self.hook_resid_pre(x)
-        attended = self.attn(self.ln1(x), attention_mask, positions, cache, index)
+        attended = self.attn(attention_input(self, x), attention_mask, positions, cache, index)
         attended, cache = attended if cache is not None else (attended, None)
         if self.ln1_post is not None:
             attended = self.ln1_post(attended)
