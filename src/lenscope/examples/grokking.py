@@ -11,10 +11,12 @@ import jax.numpy as jnp
 import optax
 
 from ..config import field
+from ..errors import ConfigError
 from ..job_registry import job
 from ..models import Transformer
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
+from ..training.pretrained import PretrainedConfig, PretrainedModel
 from .grokking_data import make_splits
 
 
@@ -27,7 +29,7 @@ class GrokAnalysisConfig:
 
 
 @dataclass
-class GrokConfig(TrainerConfig, GrokAnalysisConfig):
+class GrokConfig(TrainerConfig, GrokAnalysisConfig, PretrainedConfig):
     """Task and model sizes of the grokking example; refines the trainer defaults for full-batch grokking."""
 
     p: int = field("data/p", default=59, ge=2, help="modulus of a + b mod p (the '=' token is p)")
@@ -54,14 +56,24 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig):
 
 
 @job("grokking/train")
-class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
-    """Full-batch AdamW with strong weight decay on a fraction of all a + b mod p pairs."""
+class GrokTrainer(PretrainedModel, BaseTrainer[GrokConfig, Transformer]):
+    """Full-batch AdamW with strong weight decay on a fraction of all a + b mod p pairs.
+
+    With `model/pretrained` the model is that checkpoint's decoder (token ids 0..p as they are, the answer
+    read from the logits at '='), and the `model/*` sizes and `model/backend` are the checkpoint's.
+    """
 
     CONFIG = GrokConfig
 
     def build_model(self) -> Any:
         """A small transformer reading [a, b, =] and predicting at the last position, in `model/backend`'s library."""
         a = self.args
+        if a.pretrained:
+            decoder = self.pretrained.model
+            if decoder.config.vocab_size < a.p + 1:
+                raise ConfigError(f"model/pretrained={a.pretrained} has {decoder.config.vocab_size} tokens; "
+                                  f"data/p={a.p} needs at least {a.p + 1} (the residues and '=')")
+            return decoder
         sizes = dict(vocab_size=a.p + 1, seq_len=3, d_model=a.d_model, n_heads=a.n_heads, d_head=a.d_head,
                      d_mlp=a.d_mlp, n_layers=a.n_layers, n_out=a.p)
         if a.backend == "nnx":
@@ -77,7 +89,7 @@ class GrokTrainer(BaseTrainer[GrokConfig, Transformer]):
 
     def block_path(self, index: int) -> str:
         """The module path of block `index` (linen names list members `blocks_0`, NNX and Equinox `blocks/0`)."""
-        return f"blocks_{index}" if self.args.backend == "linen" else f"blocks/{index}"
+        return f"blocks_{index}" if self.args.backend == "linen" and not self.args.pretrained else f"blocks/{index}"
 
     def build_data(self) -> ArrayData:
         """All pairs, split into train and held-out validation/test sets from the seed."""

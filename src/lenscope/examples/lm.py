@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Literal
 
 import jax
@@ -23,29 +22,16 @@ from ..job_registry import job
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
 from ..training.phase import Phase, session
+from ..training.pretrained import PretrainedConfig, PretrainedModel
 from .lm_text import read_texts, token_rows
 
 __all__ = ["LmConfig", "LmEval", "LmTrainer", "token_loss"]
 
-PROCESSING = ("fold_ln", "center_writing_weights", "center_unembed", "fold_value_biases")
-
 
 @dataclass
-class LmConfig(TrainerConfig):
-    """The checkpoint, its weight processing, and the local text of a language-model job."""
+class LmConfig(TrainerConfig, PretrainedConfig):
+    """The checkpoint (`model/pretrained`, required), its weight processing, and the local text of an LM job."""
 
-    pretrained: str | None = field("model/pretrained", default=None,
-                                   help="local Hugging Face model folder, or a repo id in the local HF cache")
-    dtype: Literal["float32", "bfloat16"] = field("model/dtype", default="float32", help="weights' dtype")
-    fold_ln: bool = field("model/fold_ln", default=False, help="fold each norm's scale (and bias) into the next "
-                          "linear layer (TransformerLens's fold_ln)")
-    center_writing_weights: bool = field("model/center_writing_weights", default=False,
-                                         help="remove the mean over d_model of every write to the residual stream "
-                                              "(LayerNorm models)")
-    center_unembed: bool = field("model/center_unembed", default=False,
-                                 help="remove each position's mean over the vocabulary from the unembedding")
-    fold_value_biases: bool = field("model/fold_value_biases", default=False,
-                                    help="move the value biases into the attention output bias")
     text: str | None = field("data/text", default=None, help="a .txt, .jsonl or .parquet file or a folder of them")
     text_key: str = field("data/text_key", default="text", help="the field holding the text in .jsonl/.parquet")
     seq_len: int = field("data/seq_len", default=128, gt=0, help="tokens per example")
@@ -71,27 +57,10 @@ def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[
 
 
 @job("lm/train")
-class LmTrainer(BaseTrainer[LmConfig, Any]):
+class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
     """Fine-tune a pretrained decoder on local text with next-token cross-entropy (AdamW)."""
 
     CONFIG = LmConfig
-
-    @cached_property
-    def pretrained(self) -> Any:
-        """The checkpoint loaded once (weights, tokenizer, config), weight processing applied."""
-        if not self.args.pretrained:
-            raise ConfigError("model/pretrained is required: a local Hugging Face model folder, e.g. "
-                              "model/pretrained=~/models/gpt2, or a repo id in the local HF cache")
-        # lazy: equinox and the decoder load only for language-model jobs
-        from ..models.pretrained import from_pretrained, process
-        loaded = from_pretrained(self.args.pretrained, dtype=self.args.dtype)
-        chosen = {name: getattr(self.args, name) for name in PROCESSING}
-        loaded.model = process(loaded.model, **chosen)
-        return loaded
-
-    def build_model(self) -> Any:
-        """The pretrained Decoder (an Equinox module holding the checkpoint's weights)."""
-        return self.pretrained.model
 
     def build_data(self) -> ArrayData:
         """Local text tokenized into `inputs`/`targets` rows; the last validation_fraction held out."""

@@ -35,6 +35,11 @@ class TrainerConfig:
         help="seconds a validation's tandem work (plots, files) may take; past it the work is abandoned with "
              "one line and training goes on; 0 means no deadline",
     )
+    pretrained: str | None = field(
+        "model/pretrained", default=None,
+        help="a local Hugging Face decoder LM folder (or a repo id in the local HF cache) as the model, for the "
+             "jobs that take one (lm/train, lm/eval, grokking/train); the others refuse it",
+    )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field(
         "optimization/warmup_steps", default=0, ge=0, help="linear warmup steps before the peak rate"

@@ -14,7 +14,7 @@ from ..capture import abstract, signature
 from ..errors import UsageError
 from .mesh import DATA, build_mesh, mesh_shape
 from .rules import Rules, parse_rules
-from .sharding import state_shardings
+from .sharding import param_sharding, state_shardings
 
 __all__ = ["Placement", "abstract", "signature", "to_host"]
 
@@ -59,6 +59,10 @@ class Placement:
     def state_shardings(self, state: Any) -> Any:
         """The sharding of each leaf of a (concrete or abstract) state, from the rules (see training/sharding.py)."""
         return state_shardings(state, self.mesh, self.rules)
+
+    def param_sharding(self, path: str, shape: tuple[int, ...]) -> NamedSharding:
+        """The sharding of the parameter at `path` with this shape (what `state_shardings` gives it)."""
+        return param_sharding(self.mesh, self.rules, path, shape)
 
     def place(self, tree: Any, shardings: Any) -> Any:
         """Host or device leaves put into `shardings` (a matching tree); leaves already there are kept as they are.

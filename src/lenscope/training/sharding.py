@@ -16,18 +16,22 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from .rules import Rules
 from .state import key_path
 
-__all__ = ["state_shardings"]
+__all__ = ["param_sharding", "state_shardings"]
+
+
+def param_sharding(mesh: Mesh, rules: Rules, path: str, shape: tuple[int, ...]) -> NamedSharding:
+    """The sharding the rules give the parameter at `path` (`blocks/0/attn/query/kernel`) of this shape."""
+    return NamedSharding(mesh, rules.spec(path, tuple(shape), dict(mesh.shape)))
 
 
 def state_shardings(state: Any, mesh: Mesh, rules: Rules) -> Any:
     """A tree like `state` (a TrainState, concrete or abstract) of NamedShardings; a bad rule is a ConfigError."""
-    sizes = dict(mesh.shape)
     replicated = NamedSharding(mesh, PartitionSpec())
     params: dict[str, tuple[tuple[int, ...], NamedSharding]] = {}
 
     def param(path: tuple, leaf: Any) -> NamedSharding:
         name, shape = key_path(path), tuple(np.shape(leaf))
-        sharding = NamedSharding(mesh, rules.spec(name, shape, sizes))
+        sharding = param_sharding(mesh, rules, name, shape)
         params[name] = (shape, sharding)
         return sharding
 

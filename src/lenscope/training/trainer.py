@@ -30,6 +30,7 @@ from .kinds import ModelAccess, model_kind
 from .lineage import Lineage, Mode, open_lineage
 from .loop import TrainingLoop
 from .placement import Placement
+from .pretrained import check_pretrained
 from .state import TrainState
 from .tandem import Tandem, check_analyses
 
@@ -65,6 +66,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         check_analyses(type(self), self.ANALYSIS)  # before the store is opened: a bad declaration writes nothing
         sources = self._sources(config)
         args = config if isinstance(config, self.CONFIG) else hydrate(self.CONFIG, *sources)  # fails before any write
+        check_pretrained(type(self), args)  # model/pretrained where the job builds its own model: refused now
         # The mesh is this run's (never a checkpoint's), checked against the devices before the store opens.
         self.placement = Placement.configure(args.mesh_shape, args.mesh_axes, args.mesh_rules)
         self.store = open_store(store, args.store_url)
