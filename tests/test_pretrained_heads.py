@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint  # noqa: E402
 
-from lenscope.capture import EquinoxBackend, discover  # noqa: E402
+from lenscope.capture import EquinoxBackend, discover, match_paths, validate_selection  # noqa: E402
 from lenscope.capture.patch import patched, record  # noqa: E402
 from lenscope.models.pretrained import Decoder, DecoderConfig, from_pretrained, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
@@ -48,6 +48,8 @@ def test_discovered_in_call_order_with_transformerlens_names(model: Decoder) -> 
     block = [p[len("blocks/1/"):] for p in paths if p.startswith("blocks/1/")]
     assert block[:3] == ["hook_resid_pre", "hook_attn_in", "ln1"]
     assert block.index("attn/hook_z") < block.index("attn/out") < block.index("attn/hook_result")
+    assert match_paths("blocks.*.attn.hook_result", paths) == ["blocks/0/attn/hook_result", "blocks/1/attn/hook_result"]
+    assert validate_selection(["blocks.1.hook_attn_in"], paths)[0] == ["blocks/1/hook_attn_in"]
     _, cache = run(model, ["blocks.1.attn.hook_result", "blocks.1.hook_attn_in"])
     assert cache["blocks.1.attn.hook_result"].shape == cache["blocks.1.hook_attn_in"].shape == (2, 6, 4, 32)
 
