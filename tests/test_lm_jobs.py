@@ -87,6 +87,11 @@ def test_lm_train_with_tandem_analysis_then_ops_on_the_checkpoint(setup: dict) -
     assert sorted(patterns) == ["blocks/0/attn", "blocks/1/attn"]
     assert patterns["blocks/0/attn"]["mean"].shape == (4, 16, 16)
     np.testing.assert_allclose(patterns["blocks/0/attn"]["mean"].sum(-1), 1.0, atol=1e-5)
+    ablation = lenscope.ops.ablation(restored).results
+    assert {"blocks/0/attn", "blocks/1/mlp"} <= set(ablation["modules"])
+    assert ablation["heads"]["blocks/0/attn/out"]["zero"]["loss"].shape == (4,)  # one per head
+    steering = lenscope.ops.steering(restored, scales=(0.0, 1.0)).results
+    np.testing.assert_allclose(steering["blocks/1"]["logit_diff"][0], patching["clean"], rtol=1e-4, atol=1e-5)
     restored.cleanup()
 
 
