@@ -140,6 +140,12 @@ class BlockStages:
         the logits [batch, vocab] at that position only."""
         return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
+    def block_step(self, index: int, x: Array, mask: Array, context: Array | None) -> Array:
+        """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x under `mask`
+        [..., rows, context + rows] (capture.packed)."""
+        block = self.blocks[index]  # type: ignore[attr-defined]
+        return block(x, mask) if context is None else block(x, mask, context)
+
 
 class Attention(nn.Module):
     """Multi-head self-attention: `query`, `key`, `value` [d_model -> heads x d_head] and `out` back to d_model."""
