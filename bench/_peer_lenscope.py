@@ -123,12 +123,17 @@ class LenscopeSide:
         return np.asarray(self._sweeps[way](self.params))
 
     def flops(self, ways: Sequence[str] = tuple(WAYS)) -> dict[str, float]:
-        """XLA's count of floating-point operations of one forward and of each way's sweep, compiled without
-        chunks (a chunked loop's body is counted once; chunks change where the work runs, not how much)."""
+        """XLA's count of floating-point operations of one forward and of each way's sweep; the whole forwards'
+        compiled without chunks (a chunked loop's body is counted once; those chunks change where the work runs,
+        not how much; a position sweep's chunks are unrolled, and their first positions change the work)."""
         count = lambda fn, *a: float(jax.jit(fn).lower(*a).compile().cost_analysis()["flops"])  # noqa: E731
+        counts = {}
+        if "staged" in ways:
+            counts["staged"] = count(lambda p: self._grid(p, "staged"), self.params)
         chunk, self.chunk = self.chunk, self.shape.seq
         try:
-            counts = {way: count(lambda p, way=way: self._grid(p, way), self.params) for way in ways if way != "packed"}
+            if "whole" in ways:
+                counts["whole"] = count(lambda p: self._grid(p, "whole"), self.params)
         finally:
             self.chunk = chunk
         packed = jax.jit(lambda p: self._grid(p, "packed")).lower(self.params).compile().cost_analysis()["flops"]

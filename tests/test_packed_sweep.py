@@ -77,7 +77,7 @@ def test_what_packing_cannot_serve_is_left_to_the_caller():
     cfg = DecoderConfig(family="gpt2", vocab_size=SIZES["vocab_size"], d_model=16, n_layers=2, n_heads=2,
                         n_kv_heads=2, d_head=8, d_mlp=32, norm="layernorm", norm_eps=1e-5, n_positions=8,
                         gated=False, activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
-    decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # its blocks take no context: no packing
+    decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # no block_step: its sweeps patch one run at a time
     assert packed_position_sweep(decoder, (BAD,), {"blocks/0": jnp.ones((2, 5, 16))}, -1, score) is None
 
 

@@ -38,7 +38,8 @@ class Stepped(Protocol):
 
     def block_step(self, index: int, x: jax.Array, mask: jax.Array, context: jax.Array | None) -> jax.Array:
         """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's rows where
-        mask [..., rows, c + rows] holds (context first)."""
+        mask [..., rows, c + rows] holds (context first); a context whose leading axes are 1 where x's are
+        not is shared by those rows (its keys and values computed once)."""
         ...
 
 
@@ -124,13 +125,14 @@ def _run(model: Any, stream: Sequence[jax.Array], lay: Layout, block_of: Mapping
             state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + new
         if state is None:
             continue
-        context = jnp.broadcast_to(stream[j][:, None, None, :lay.a], (*state.shape[:3], lay.a, state.shape[-1]))
+        context = stream[j][:, None, None, :lay.a]  # [batch, 1, 1, a, d]: shared by every run's rows
         if j < n_blocks - 1:
             state = model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context if lay.a else None)
             continue
         read = state[:, :, groups, lay.ends]  # the last block: only the read rows, every row as context
         mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
-        state = model.block_step(j, read, jnp.asarray(mask)[:, None], jnp.concatenate([context, state], axis=-2))
+        context = jnp.concatenate([jnp.broadcast_to(context, (*state.shape[:3], *context.shape[3:])), state], -2)
+        state = model.block_step(j, read, jnp.asarray(mask)[:, None], context)
     last = [i for i in block_of if block_of[i] == n_blocks - 1]  # the last block's output: no block to run
     if last:
         joined = jnp.stack([entering(i)[:, groups, lay.ends] for i in last], axis=1)
