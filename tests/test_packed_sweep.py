@@ -1,5 +1,6 @@
 """Packed position sweeps (capture/packed.py): every block output x position patched at once equals the whole
-patched forwards, the packing covers each run's positions exactly once, and anything else falls back."""
+patched forwards, the packing covers each run's positions exactly once, and anything else falls back (inside an
+analysis, and compiled once: tests/test_prefix_reuse.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from analysis_probes import config
-from conftest import xla_compilations
 from test_prefix_reuse import BAD, CLEAN, SIZES, model
 
-from lenscope.analysis import AnalysisBase
 from lenscope.analysis.sweeps import logit_diff, set_position, sweep
 from lenscope.capture.choose import backend_for
 from lenscope.capture.packed import layout, packed_position_sweep
 from lenscope.capture.patch import patched, record
-from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import MLPClassifier
 
 
@@ -79,38 +76,3 @@ def test_what_packing_cannot_serve_is_left_to_the_caller():
                         gated=False, activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
     decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # no block_step: its sweeps patch one run at a time
     assert packed_position_sweep(decoder, (BAD,), {"blocks/0": jnp.ones((2, 5, 16))}, -1, score) is None
-
-
-class PackedOnce(AnalysisBase, GrokTrainer):
-    """A block x position grid inside analyze(): packed (position_rows), and as whole patched forwards."""
-
-    NAME = "packed_once"
-
-    def select(self, paths):
-        return ""
-
-    def analyze(self, layer, inputs):
-        x = self.current_batch["inputs"]
-        paths = [self.block_path(0), f"{self.block_path(0)}/mlp"]
-        _, clean = self.activations(x, paths)
-        bad = jnp.roll(x, 1, axis=0)
-        metric = lambda logits: jnp.mean(logits[:, 0])  # noqa: E731
-        rows = self.position_rows(bad, clean, -1, metric)
-        fn, args = self._model_fn(bad)
-        full = sweep(lambda patch: metric(patched(fn, args, patch)[:, -1]), paths,
-                     lambda p, i: set_position(clean[p], i), x.shape[1])
-        return {"packed": rows[paths[0]], "whole": full[0], "served": jnp.asarray(len(rows))}
-
-
-def test_position_rows_inside_an_analysis_packs_the_blocks_only_and_compiles_once(tmp_path):
-    analysis = PackedOnce(config(tmp_path), store=tmp_path / "runs")
-    analysis.setup()
-    with xla_compilations() as compiled:
-        results = analysis.compute()
-        again = analysis.compute()
-    assert [name for name, _ in compiled if name.startswith("capture")] == ["capture_analyze"]
-    assert analysis.compilations == 1
-    assert int(results["served"]) == 1  # the block's output; its MLP is left to the patch-by-patch sweep
-    np.testing.assert_allclose(results["packed"], results["whole"], rtol=0, atol=1e-5)
-    np.testing.assert_array_equal(again["packed"], results["packed"])
-    analysis.cleanup()

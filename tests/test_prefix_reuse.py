@@ -127,17 +127,18 @@ class PatchedTwice(AnalysisBase, GrokTrainer):
     def analyze(self, layer, inputs):
         x = self.current_batch["inputs"]
         block = self.block_path(0)
-        _, clean = self.activations(x, [block])
+        _, clean = self.activations(x, [block, f"{block}/mlp"])
         bad = jnp.roll(x, 1, axis=0)
         fn, args = self._model_fn(bad)
         score = lambda out: jnp.mean(out[:, -1, 0])  # noqa: E731
         reused = position_sweep(lambda patch: score(self.forward(bad, patch)), [block], clean, x.shape[1], 1)
         whole = sweep(lambda patch: score(patched(fn, args, patch)), [block],
                       lambda p, i: set_position(clean[p], i), x.shape[1])
-        return {"reused": reused, "whole": whole}
+        packed = self.position_rows(bad, clean, -1, lambda logits: jnp.mean(logits[:, 0]))  # capture.packed
+        return {"reused": reused, "whole": whole, "packed": packed[block], "served": jnp.asarray(len(packed))}
 
 
-def test_prefix_reuse_inside_an_analysis_compiles_once(tmp_path):
+def test_prefix_reuse_and_packing_inside_an_analysis_compile_once(tmp_path):
     analysis = PatchedTwice(config(tmp_path), store=tmp_path / "runs")
     analysis.setup()
     with xla_compilations() as compiled:
@@ -147,6 +148,8 @@ def test_prefix_reuse_inside_an_analysis_compiles_once(tmp_path):
     assert analysis.compilations == 1
     np.testing.assert_allclose(results["reused"], results["whole"], rtol=0, atol=1e-5)
     np.testing.assert_array_equal(again["reused"], results["reused"])
+    assert int(results["served"]) == 1  # the block's output packed; its MLP is left to the patch-by-patch sweep
+    np.testing.assert_allclose(results["packed"], results["whole"][0], rtol=0, atol=1e-5)
     analysis.cleanup()
 
 
