@@ -16,12 +16,15 @@ Timed in one process, interleaved round by round on the same threads (median of 
     against TransformerLens `run_with_cache(names_filter=...)` and one nnsight trace `.output` per block;
     the plain forwards are the floors.
   patching: the normalized logit-difference grid, every block's output x every position patched from the
-    clean run into the corrupted one. lenscope: one compiled program (clean run, corrupted run, vmap over
-    positions, static unroll over blocks) whose patched runs start at the patched block and position (prefix
-    reuse, capture/staged.py), the same program with whole patched forwards, and a Python loop of jitted
-    single-patch forwards; TransformerLens: `run_with_cache` then `run_with_hooks` per (block, position), and
+    clean run into the corrupted one. lenscope: one compiled program (clean run, corrupted run, and every
+    patched run's rows packed through each block once: capture/packed.py, what activation_patching runs),
+    the same grid with each run started at its block and chunk of positions (capture/staged.py) and with
+    whole patched forwards (--ways), and a Python loop of jitted single-patch forwards; TransformerLens: `run_with_cache` then `run_with_hooks` per (block, position), and
     the expert's hand-batched sweep (per layer, every position in one batch, `start_at_layer`); nnsight: one
     trace per cell. The FLOP ratios (XLA's count of the compiled programs) are printed next to the wall ratios.
+--gpt2-small: GPT-2-small's sizes (keep --seq small on a CPU); --loop-cells N times the run_with_hooks loop on
+N cells and scales it to the grid (each cell is one whole forward), leaving out the other loops. CPU times
+(the process's) are printed beside wall times: on a loaded machine they are the figures to compare.
 Threads: torch.set_num_threads(--threads); --threads 1 also turns off XLA's multi-threaded Eigen (pin the
 process with taskset for the control). Without torch and transformer-lens (or nnsight) the script says what
 it skipped and times lenscope alone.
