@@ -19,7 +19,8 @@ Timed in one process, interleaved round by round on the same threads (median of 
     clean run into the corrupted one. lenscope: one compiled program (clean run, corrupted run, and every
     patched run's rows packed through each block once: capture/packed.py, what activation_patching runs),
     the same grid with each run started at its block and chunk of positions (capture/staged.py) and with
-    whole patched forwards (--ways), and a Python loop of jitted single-patch forwards; TransformerLens: `run_with_cache` then `run_with_hooks` per (block, position), and
+    whole patched forwards (--ways), and a Python loop of jitted single-patch forwards; TransformerLens:
+    `run_with_cache` then `run_with_hooks` per (block, position), and
     the expert's hand-batched sweep (per layer, every position in one batch, `start_at_layer`); nnsight: one
     trace per cell. The FLOP ratios (XLA's count of the compiled programs) are printed next to the wall ratios.
 --gpt2-small: GPT-2-small's sizes (keep --seq small on a CPU); --loop-cells N times the run_with_hooks loop on
