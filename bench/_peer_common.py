@@ -57,14 +57,16 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def interleaved(methods: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+def interleaved(methods: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Wall times in ms of each method (which must block on its result), timed round by round.
 
     Interleaving spreads drifts of machine load evenly over the methods instead of onto one of them.
     Each timed call comes right after an untimed call of the same method: the steady state of a loop, as a
     user's sweep runs. A method timed straight after the other framework's pause, or after any idle time,
     pays a wake-up instead (measured here: a 19 ms XLA forward takes 23 ms after 50 ms idle and 35 ms after
-    300 ms; torch's OpenMP threads left spinning take the cores the next method needs).
+    300 ms; torch's OpenMP threads left spinning take the cores the next method needs). `cpu`, when given,
+    receives each timed call's CPU time in ms (the process's, all threads: less sensitive to other load).
     """
     for _ in range(warmup):
         for fn in methods.values():
@@ -73,19 +75,28 @@ def interleaved(methods: Mapping[str, Callable[[], Any]], repeats: int, warmup: 
     for _ in range(repeats):
         for name, fn in methods.items():
             fn()
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             fn()
             times[name].append((time.perf_counter() - start) * 1e3)
+            if cpu is not None:
+                cpu.setdefault(name, []).append((time.process_time() - used) * 1e3)
     return times
 
 
-def print_table(title: str, times: Mapping[str, list[float]], base: str) -> None:
-    """Median ms per method and its ratio to `base` (how many times slower than it)."""
+def print_table(title: str, times: Mapping[str, list[float]], base: str,
+                cpu: Mapping[str, list[float]] | None = None) -> None:
+    """Median ms per method and its ratio to `base` (how many times slower than it); with `cpu`, the median
+    CPU ms and its ratio too."""
     reference = statistics.median(times[base])
-    print(f"\n{title}\n{'method':48s} {'median ms':>10s} {'min ms':>9s} {'x ' + base.split(' (')[0]:>22s}")
+    head = f"{'method':48s} {'median ms':>10s} {'min ms':>9s} {'x ' + base.split(' (')[0]:>22s}"
+    print(f"\n{title}\n{head}" + (f" {'CPU ms':>10s} {'CPU x':>7s}" if cpu else ""))
     for name, values in times.items():
         ms = statistics.median(values)
-        print(f"{name:48s} {ms:10.2f} {min(values):9.2f} {ms / reference:22.2f}")
+        line = f"{name:48s} {ms:10.2f} {min(values):9.2f} {ms / reference:22.2f}"
+        if cpu:
+            used = statistics.median(cpu[name])
+            line += f" {used:10.2f} {used / statistics.median(cpu[base]):7.2f}"
+        print(line)
 
 
 def normalized_grid(values: np.ndarray, clean: float, corrupted: float) -> np.ndarray:

@@ -5,7 +5,7 @@ Import after _peer_common.configure_threads: JAX reads the thread flags when it 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -23,6 +23,7 @@ from lenscope.analysis.sweeps import (
     sweep,
 )
 from lenscope.capture import LinenBackend, make_capture_fn
+from lenscope.capture.packed import packed_position_sweep
 from lenscope.capture.patch import patched, record
 from lenscope.capture.staged import reused_forward
 from lenscope.models import Transformer
@@ -31,6 +32,11 @@ from lenscope.models import Transformer
 def stats(x: jax.Array) -> jax.Array:
     """The small reduction of a captured residual stream: its mean and RMS."""
     return jnp.stack([x.mean(), jnp.sqrt(jnp.mean(x * x))])
+
+
+WAYS = {"packed": "every run's rows through each block at once (capture/packed.py, what activation_patching runs)",
+        "staged": "each patched run from its block and position (capture/staged.py)",
+        "whole": "whole patched forwards"}
 
 
 class LenscopeSide:
@@ -52,7 +58,7 @@ class LenscopeSide:
         self._captures = {kept: jax.jit(make_capture_fn(self._apply, self.paths, True, self._analyze,
                                                          with_output=kept, backend=self.backend))
                           for kept in (False, True)}
-        self._sweeps = {reuse: jax.jit(lambda p, reuse=reuse: self._grid(p, reuse)) for reuse in (True, False)}
+        self._sweeps = {way: jax.jit(lambda p, way=way: self._grid(p, way)) for way in WAYS}
         self._single = {path: jax.jit(lambda p, acts, i, path=path: self._run(p, self.corrupt,
                                                                              {path: set_position(acts, i)}))
                         for path in self.paths}
@@ -89,40 +95,49 @@ class LenscopeSide:
     def _metric(self, logits: jax.Array) -> jax.Array:
         return logit_diff(logits[:, -1], self.correct, self.wrong)
 
-    def _grid(self, params: Any, reuse: bool) -> jax.Array:
+    def _grid(self, params: Any, way: str) -> jax.Array:
         clean_out, acts = record(self._bound(params), (self.clean,), self.paths, backend=self.backend)
         high, low = self._metric(clean_out), self._metric(self._run(params, self.corrupt))
-        if not reuse:  # every patched forward whole (what lenscope did before prefix reuse)
+        if way == "whole":  # every patched forward whole (what lenscope did before prefix reuse)
             def score(patch: dict) -> jax.Array:
                 return normalized(self._metric(self._run(params, self.corrupt, patch)), high, low)
 
             return sweep(score, self.paths, lambda p, i: set_position(acts[p], i), self.shape.seq,
                          self.chunk or chunk_for(acts[self.paths[0]]))
         model = self.model.bind({"params": params})
+        if way == "packed":  # what activation_patching runs for block outputs (capture/packed.py)
+            return packed_position_sweep(model, (self.corrupt,), acts, -1,
+                                         lambda logits: normalized(logit_diff(logits, self.correct, self.wrong),
+                                                                   high, low))
 
-        def reused(patch: dict) -> jax.Array:  # what activation_patching's self.forward(..., readout=-1) runs
+        def reused(patch: dict) -> jax.Array:  # self.forward(..., readout=-1) of one patch (capture/staged.py)
             logits = reused_forward(model, (self.corrupt,), patch, readout=-1, backend=self.backend)
             return normalized(logit_diff(logits, self.correct, self.wrong), high, low)
 
         return position_sweep(reused, self.paths, acts, self.shape.seq,
                               self.chunk or position_chunk(acts[self.paths[0]]))
 
-    def sweep(self, reuse: bool = True) -> np.ndarray:
+    def sweep(self, way: str = "packed") -> np.ndarray:
         """The normalized patching grid [layers, seq] from one compiled program (clean run, corrupted run,
-        every block x every position); `reuse`: each patched run starts at the patched block and position."""
-        return np.asarray(self._sweeps[reuse](self.params))
+        every block x every position); `way`: see WAYS."""
+        return np.asarray(self._sweeps[way](self.params))
 
-    def flops(self) -> dict[str, float]:
-        """XLA's count of floating-point operations of one forward and of each sweep, compiled without chunks
-        (a chunked loop's body is counted once; chunks change where the work runs, not how much there is)."""
+    def flops(self, ways: Sequence[str] = tuple(WAYS)) -> dict[str, float]:
+        """XLA's count of floating-point operations of one forward and of each way's sweep; the whole forwards'
+        compiled without chunks (a chunked loop's body is counted once; those chunks change where the work runs,
+        not how much; a position sweep's chunks are unrolled, and their first positions change the work)."""
         count = lambda fn, *a: float(jax.jit(fn).lower(*a).compile().cost_analysis()["flops"])  # noqa: E731
+        counts = {}
+        if "staged" in ways:
+            counts["staged"] = count(lambda p: self._grid(p, "staged"), self.params)
         chunk, self.chunk = self.chunk, self.shape.seq
         try:
-            full = count(lambda p: self._grid(p, False), self.params)
+            if "whole" in ways:
+                counts["whole"] = count(lambda p: self._grid(p, "whole"), self.params)
         finally:
             self.chunk = chunk
-        return {"forward": count(self._apply, self.params, self.clean), "full": full,
-                "reused": float(self._sweeps[True].lower(self.params).compile().cost_analysis()["flops"])}
+        packed = jax.jit(lambda p: self._grid(p, "packed")).lower(self.params).compile().cost_analysis()["flops"]
+        return {"forward": count(self._apply, self.params, self.clean), **counts, "packed": float(packed)}
 
     def loop(self) -> np.ndarray:
         """The same grid from a Python loop of jitted single-patch forwards (what the one program replaces)."""

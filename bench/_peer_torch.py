@@ -6,7 +6,7 @@ Importing this module fails with ImportError when torch or transformer-lens is m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from typing import Any
 
@@ -100,17 +100,20 @@ class TorchSide:
 
     # -- patching -------------------------------------------------------------------------------------------------
     @torch.inference_mode()
-    def patching_loop(self) -> np.ndarray:
-        """The normalized grid [layers, seq]: clean `run_with_cache`, then `run_with_hooks` per (layer, position)."""
+    def patching_loop(self, cells: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
+        """The normalized grid [layers, seq]: clean `run_with_cache`, then `run_with_hooks` per (layer, position);
+        `cells`: those (layer, position) cells only (the others NaN)."""
         clean_logits, cache = self.tl.run_with_cache(self.clean, names_filter=self.names)
         high, low = self.metric(clean_logits), self.metric(self.tl(self.corrupt))
-        out = np.zeros((self.shape.layers, self.shape.seq))
-        for layer, name in enumerate(self.names):
-            for pos in range(self.shape.seq):
-                def hook(act: torch.Tensor, hook: Any, pos: int = pos, name: str = name) -> torch.Tensor:
-                    act[:, pos] = cache[name][:, pos]
-                    return act
-                out[layer, pos] = self.metric(self.tl.run_with_hooks(self.corrupt, fwd_hooks=[(name, hook)]))
+        out = np.full((self.shape.layers, self.shape.seq), np.nan)
+        every = [(layer, pos) for layer in range(self.shape.layers) for pos in range(self.shape.seq)]
+        for layer, pos in every if cells is None else cells:
+            name = self.names[layer]
+
+            def hook(act: torch.Tensor, hook: Any, pos: int = pos, name: str = name) -> torch.Tensor:
+                act[:, pos] = cache[name][:, pos]
+                return act
+            out[layer, pos] = self.metric(self.tl.run_with_hooks(self.corrupt, fwd_hooks=[(name, hook)]))
         return normalized_grid(out, high, low)
 
     @torch.inference_mode()

@@ -16,6 +16,7 @@ from .choose import LIBRARIES, backend_for, backends, resolve_backend
 from .debugger import debug, find
 from .inputs import DebugInputs
 from .linen import LinenBackend, module_path
+from .packed import packed_position_sweep
 from .patch import gradients, patched, record
 from .paths import CaptureError, format_paths, glob_regex, match_paths, tl_alias, validate_selection
 from .results import validate_result
@@ -52,6 +53,7 @@ __all__ = [
     "patched",
     "record",
     "resolve_backend",
+    "packed_position_sweep",
     "reused_forward",
     "signature",
     "tl_alias",

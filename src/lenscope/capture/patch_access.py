@@ -15,6 +15,7 @@ from typing import Any, Literal
 import jax
 
 from .choose import backend_for
+from .packed import packed_position_sweep
 from .patch import Patch, gradients, patched, record
 from .staged import read, reused_forward, staged
 
@@ -117,6 +118,18 @@ class PatchAccess:
             return reused_forward(layered, args, patch, on=on, readout=readout, backend=backend)
         fn = lambda *a: self.apply_model(model, a)  # type: ignore[attr-defined]  # noqa: E731
         return read(patched(fn, args, patch or {}, on=on, backend=backend), readout)
+
+    def position_rows(self, inputs: Any, sources: Mapping[str, jax.Array], readout: int,
+                      score: Callable[[jax.Array], jax.Array]) -> dict[str, jax.Array]:
+        """{path: [seq] scores} for the block outputs among `sources` that a packed sweep serves (capture.packed):
+        score(output at `readout`) with position i of the path's output taken from sources[path], every i.
+        The other paths (and every path of a model without the structure) are left out, for the caller."""
+        model, args = self._bound(inputs)
+        layered = None if getattr(self, "PER_EXAMPLE", False) else staged(model)
+        blocks = set(layered.block_paths()) if layered is not None else set()
+        served = {path: source for path, source in sources.items() if path in blocks}
+        grid = packed_position_sweep(model, args, served, readout, score) if served else None
+        return {} if grid is None else dict(zip(served, grid))
 
     def activations(self, inputs: Any, paths: Sequence[str], patch: Patch | None = None, *,
                     on: Literal["output", "inputs"] = "output") -> tuple[Any, dict]:

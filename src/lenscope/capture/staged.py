@@ -45,11 +45,16 @@ class Staged(Protocol):
         """(the forward's output, the residual stream [batch, seq, d] entering each block and after the last)."""
         ...
 
-    def from_block(self, resid: jax.Array, start: int, context: Sequence[jax.Array] | None = None,
+    def prefix(self, stream: Sequence[jax.Array], start: int, first: int) -> Sequence[Any]:
+        """What blocks start.. need of the unpatched run's positions 0..first-1 (the stream there, or its keys
+        and values): from_block's `context`, computed outside the patched run."""
+        ...
+
+    def from_block(self, resid: jax.Array, start: int, context: Sequence[Any] | None = None,
                    readout: int | None = None) -> Any:
-        """The output from `resid`, the stream entering block `start` (0..n_blocks); with `context`, resid
-        holds positions len(context[0]).. only and context[i] is the stream entering block start + i before;
-        with `readout` (an index into resid's positions), the output at that position only."""
+        """The output from `resid`, the stream entering block `start` (0..n_blocks); with `context` (prefix()'s
+        for some `first`), resid holds positions first.. only; with `readout` (an index into resid's
+        positions), the output at that position only."""
         ...
 
 
@@ -128,7 +133,7 @@ def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "outpu
     first = where.first if model.skips_positions and isinstance(output, jax.Array) and output.ndim >= 2 else 0
     context = None
     if first:
-        context = [s[:, :first] for s in stream[where.start:len(stream) - 1]]
+        context = list(model.prefix(stream, where.start, first))
         resid = resid[:, first:]
         rest = {path: fn.from_row(first) for path, fn in rest.items()}  # every one is a RowPatch (plan)
     # a model that skips positions also stops at the read position, which changes the patched outputs' lengths:

@@ -57,10 +57,17 @@ def self_attention(layer: Any, x: Array, mask: Array | None = None,
     """Output and pattern of attention through `layer`'s query, key, value and out projections (every library's).
 
     `context`: the attention's input at the positions before x's (their keys and values), for a run that
-    starts at a later position; the mask is then [x positions, context + x positions].
+    starts at a later position; the mask is then [x positions, context + x positions]. A context with fewer
+    leading axes than x (size 1: shared by many runs' rows, capture.packed) is projected once, then broadcast.
     """
-    kv = x if context is None else jnp.concatenate([context, x], axis=-2)
-    q, k, v = layer.query(x), layer.key(kv), layer.value(kv)
+    if context is None or context.shape[:-2] == x.shape[:-2]:
+        kv = x if context is None else jnp.concatenate([context, x], axis=-2)
+        k, v = layer.key(kv), layer.value(kv)
+    else:
+        shared = (layer.key(context), layer.value(context))
+        k, v = (jnp.concatenate([jnp.broadcast_to(c, (*x.shape[:-2], *c.shape[-3:])), own], axis=-3)
+                for c, own in zip(shared, (layer.key(x), layer.value(x))))
+    q = layer.query(x)
     pattern = attention_pattern(q, k, mask)
     return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
 
@@ -134,11 +141,21 @@ class BlockStages:
         stream = residuals(self, tokens, self.pos_embed)  # type: ignore[attr-defined]
         return self.unembed_fn(stream[-1]), stream  # type: ignore[attr-defined]
 
+    def prefix(self, stream: Sequence[Array], start: int, first: int) -> list[Array]:
+        """The stream entering blocks start.. at positions 0..first-1: what from_block takes as `context`."""
+        return [s[:, :first] for s in stream[start:-1]]
+
     def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None,
                    readout: int | None = None) -> Array:
         """Logits from `resid`, the residual stream entering block `start` (see residual_from); with `readout`,
         the logits [batch, vocab] at that position only."""
         return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
+
+    def block_step(self, index: int, x: Array, mask: Array, context: Array | None) -> Array:
+        """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x under `mask`
+        [..., rows, context + rows] (capture.packed)."""
+        block = self.blocks[index]  # type: ignore[attr-defined]
+        return block(x, mask) if context is None else block(x, mask, context)
 
 
 class Attention(nn.Module):

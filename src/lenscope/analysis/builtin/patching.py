@@ -39,10 +39,13 @@ class ActivationPatching(InterventionOp):
             return normalized(metric(self.answer_forward(corrupted, patch, on)), clean, bad)
 
         out = {"clean": clean, "corrupted": bad}
-        if acts:
-            seq = next(iter(acts.values())).shape[1]
-            out["positions"] = position_sweep(score, list(acts), acts, seq,
-                                              position_chunk(next(iter(acts.values()))))
+        if acts:  # block outputs as one packed sweep where the model allows, the other paths patch by patch
+            rows = self.position_rows(corrupted, acts, int(self.params["position"]),
+                                      lambda logits: normalized(metric(logits), clean, bad))
+            rest, first = [path for path in acts if path not in rows], next(iter(acts.values()))
+            if rest:
+                rows.update(zip(rest, position_sweep(score, rest, acts, first.shape[1], position_chunk(first))))
+            out["positions"] = jnp.stack([rows[path] for path in acts])
         if heads:
             count = next(iter(heads.values())).shape[-2]
             out["heads"] = sweep(lambda patch: score(patch, "inputs"), list(heads),

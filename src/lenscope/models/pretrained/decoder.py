@@ -295,7 +295,7 @@ class Decoder(eqx.Module):
         """The blocks' module paths, in forward order."""
         return [f"blocks/{i}" for i in range(len(self.blocks))]
 
-    skips_positions: ClassVar[bool] = False  # its attention takes no earlier positions: runs start at position 0
+    skips_positions: ClassVar[bool] = True  # from_block takes the earlier positions' keys and values (prefix)
 
     def staged_on(self, *args: Any, **kwargs: Any) -> bool:
         """Runs in pieces serve unpadded token batches only (a padding mask is not passed from block to block)."""
@@ -309,14 +309,33 @@ class Decoder(eqx.Module):
             stream.append(block(stream[-1], None, positions))
         return self.unembed_fn(stream[-1]), stream
 
-    def from_block(self, resid: Array, start: int, context: Sequence[Array] | None = None,
+    def prefix(self, stream: Sequence[Array], start: int, first: int) -> list[KV]:
+        """The keys and values of positions 0..first-1 in blocks start.. (the unpatched run's KV cache), which
+        from_block takes as `context`."""
+        positions = positions_of(None, stream[0].shape[0], first)
+        pairs = zip(self.blocks[start:], stream[start:-1])
+        return [_extend(block, s[:, :first], positions, None) for block, s in pairs]
+
+    def from_block(self, resid: Array, start: int, context: Sequence[KV] | None = None,
                    readout: int | None = None) -> Array:
-        """Logits from `resid`, the residual stream entering block `start` (every position: `skips_positions`
-        is False, so no `context` is given); `readout`: the logits at that position only."""
-        positions = positions_of(None, *resid.shape[:2])
-        for block in self.blocks[start:]:
-            resid = block(resid, None, positions)
-        return self.unembed_fn(resid if readout is None else resid[:, readout])
+        """Logits from `resid`, the residual stream entering block `start`; with `context` (prefix()'s caches),
+        resid holds the positions after the cached ones only; `readout`: the logits at that position only
+        (the later positions are never computed, and the last block computes only it)."""
+        offset = context[0].k.shape[1] if context else 0
+        if readout is not None:
+            resid = resid[:, : readout + 1]
+        positions = offset + positions_of(None, *resid.shape[:2])
+        blocks = self.blocks[start:]
+        for i, block in enumerate(blocks):
+            cache = context[i] if context else None
+            if readout is not None and i == len(blocks) - 1 and resid.shape[1] > 1:  # the read position only
+                cache = _extend(block, resid[:, :-1], positions[:, :-1], cache)
+                resid, positions = resid[:, -1:], positions[:, -1:]
+            if cache is None:
+                resid = block(resid, None, positions)
+            else:
+                resid = block(resid, None, positions, _grown(cache, resid.shape[1]), cache.k.shape[1])[0]
+        return self.unembed_fn(resid if readout is None else resid[:, -1])
 
     def step(self, tokens: Array, attention_mask: Array, positions: Array, caches: list[KV],
              index: Array | int) -> tuple[Array, list[KV]]:
@@ -327,3 +346,19 @@ class Decoder(eqx.Module):
             x, cache = block(x, attention_mask, positions, cache, index)
             updated.append(cache)
         return self.unembed_fn(x), updated
+
+
+def _grown(cache: KV, slots: int) -> KV:
+    """The cache with `slots` empty slots after its own."""
+    pad = lambda a: jnp.concatenate([a, jnp.zeros((a.shape[0], slots, *a.shape[2:]), a.dtype)], axis=1)  # noqa: E731
+    return KV(pad(cache.k), pad(cache.v))
+
+
+def _extend(block: Block, x: Array, positions: Array, cache: KV | None) -> KV:
+    """The cache with the keys and values of rows x [b, n, d] (at `positions`) after its slots (the block's
+    output on x is not used, and XLA drops its computation)."""
+    if cache is None:
+        heads, dtype = block.attn.key.kernel.shape[-2:], jnp.result_type(x.dtype, block.attn.key.kernel.dtype)
+        empty = jnp.zeros((x.shape[0], 0, *heads), dtype)
+        cache = KV(empty, empty)
+    return block(x, None, positions, _grown(cache, x.shape[1]), cache.k.shape[1])[1]

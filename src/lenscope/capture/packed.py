@@ -1,0 +1,142 @@
+"""Packed position sweeps: every (block output, position) patched run of a causal model, as rows of one array.
+
+A patched run at (block l, position p) differs from the unpatched run only at positions p.. in the blocks
+after l (capture.staged), and a read at position `a` needs positions p..a only: a - p + 1 rows, with the
+unpatched stream before p as attention context. Those lengths differ from run to run, which one jitted
+array cannot hold, but the runs of p and a - p together fill a + 2 rows exactly. So the sweep packs each
+such pair into a row group, stacks the groups of every patched block, and runs them through the model
+block by block (the runs of block l join the stack at block l + 1), each row attending under a static mask
+to the context before its run's first position and to its own run's earlier rows; the last block computes
+only the read rows. That is the blocks' work each run needs, and one call of each block for all of them.
+
+Every row computes what its run's whole forward computes at that position (the same operations on the same
+values; XLA sums some of the products in another order, so equal to float rounding). A model without
+`block_step`, one whose blocks take no context, or a path that is not a block's output: None, and the
+caller runs its sweep one patched forward at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .staged import Staged
+
+__all__ = ["Layout", "Stepped", "layout", "packed_position_sweep"]
+
+READ_ELEMENTS = 1 << 22  # numbers of read logits at once (16 MiB of float32): runs are unembedded in such chunks
+
+
+@runtime_checkable
+class Stepped(Protocol):
+    """A Staged model that runs one block on rows that attend to context rows under a given mask."""
+
+    def block_step(self, index: int, x: jax.Array, mask: jax.Array, context: jax.Array | None) -> jax.Array:
+        """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's rows where
+        mask [..., rows, c + rows] holds (context first); a context whose leading axes are 1 where x's are
+        not is shared by those rows (its keys and values computed once)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The row groups for read position `a`: group g holds the runs of positions g and a - g.
+
+    pos, start [groups, a + 2]: each row's position and its run's first (patched) position; ends [groups, 2]:
+    each run's row at the read position; mask [groups, a + 2, a + a + 2]: context positions 0..a-1, then rows.
+    """
+
+    a: int
+    pos: np.ndarray
+    start: np.ndarray
+    ends: np.ndarray
+    mask: np.ndarray
+
+    def cell(self, p: int) -> tuple[int, int]:
+        """(group, run in it) of the run patched at position p <= a."""
+        return (p, 0) if p <= self.a - p else (self.a - p, 1)
+
+
+def layout(a: int) -> Layout:
+    """The packing of the runs of positions 0..a (read at a) into a // 2 + 1 groups of a + 2 rows."""
+    groups, rows = a // 2 + 1, a + 2
+    pos, start, run = (np.zeros((groups, rows), np.int32) for _ in range(3))
+    for g in range(groups):
+        n = a - g + 1  # the rows of run g; run a - g fills the rest
+        pos[g] = np.concatenate([np.arange(g, a + 1), np.arange(a - g, a + 1)])
+        start[g, :n], start[g, n:], run[g, n:] = g, a - g, 1
+    own = (run[:, :, None] == run[:, None, :]) & (pos[:, None, :] <= pos[:, :, None])
+    context = np.arange(a)[None, None, :] < start[:, :, None]
+    ends = np.stack([a - np.arange(groups), np.full(groups, rows - 1)], axis=1)
+    return Layout(a, pos, start, ends, np.concatenate([context, own], axis=-1))
+
+
+def packable(model: Any, args: tuple, paths: Sequence[str]) -> bool:
+    """Whether packed_position_sweep serves these paths of this model on these arguments."""
+    if not (isinstance(model, Staged) and isinstance(model, Stepped) and model.skips_positions):
+        return False
+    blocks = list(model.block_paths())
+    return bool(paths) and all(path in blocks for path in paths) and model.staged_on(*args)
+
+
+def packed_position_sweep(model: Any, args: tuple, sources: Mapping[str, jax.Array], readout: int,
+                          score: Callable[[jax.Array], jax.Array]) -> jax.Array | None:
+    """[len(sources), seq]: score(output at `readout`) with block output `path` at position i taken from
+    sources[path] (set_position), for each path and i; None when the model or a path does not allow it."""
+    paths = list(sources)
+    if not packable(model, args, paths):
+        return None
+    output, stream = model.residuals(*args)
+    if not isinstance(output, jax.Array) or output.ndim < 3:
+        return None
+    seq, blocks = stream[0].shape[1], list(model.block_paths())
+    lay = layout(readout % seq)
+    rows = _run(model, stream, lay, {i: blocks.index(path) for i, path in enumerate(paths)},
+                [sources[path] for path in paths])  # [batch, paths, a + 1, d] in the paths' order
+    batch, n, cells, d = rows.shape
+    flat = jnp.moveaxis(rows.reshape(batch, n * cells, 1, d), 1, 0)  # [runs, batch, 1, d]
+    size = max(1, READ_ELEMENTS // max(1, batch * int(output.shape[-1])))
+    scores = jax.lax.map(lambda r: score(model.from_block(r, len(blocks))[:, 0]), flat, batch_size=size)
+    grid = scores.reshape(n, cells)
+    if cells < seq:  # a patch after the read position cannot reach it: the unpatched score
+        grid = jnp.concatenate([grid, jnp.broadcast_to(score(output[:, lay.a]), (n, seq - cells))], axis=1)
+    return grid
+
+
+def _run(model: Any, stream: Sequence[jax.Array], lay: Layout, block_of: Mapping[int, int],
+         sources: Sequence[jax.Array]) -> jax.Array:
+    """The read rows [batch, paths, a + 1, d] of every path's patched runs, block by block."""
+    pos, patched = jnp.asarray(lay.pos), jnp.asarray(lay.pos == lay.start)[None, :, :, None]
+    groups = np.arange(len(lay.pos))[:, None]
+
+    def entering(i: int) -> jax.Array:  # path i's runs: the stream after its block, patched at each run's start
+        return jnp.where(patched, sources[i][:, pos], stream[block_of[i] + 1][:, pos])  # [batch, groups, rows, d]
+
+    n_blocks, state, order = len(stream) - 1, None, []
+    for j in range(n_blocks):
+        new = [i for i in block_of if block_of[i] == j - 1]
+        if new:
+            joined = jnp.stack([entering(i) for i in new], axis=1)
+            state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + new
+        if state is None:
+            continue
+        context = stream[j][:, None, None, :lay.a]  # [batch, 1, 1, a, d]: shared by every run's rows
+        if j < n_blocks - 1:
+            state = model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context if lay.a else None)
+            continue
+        read = state[:, :, groups, lay.ends]  # the last block: only the read rows, every row as context
+        mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
+        context = jnp.concatenate([jnp.broadcast_to(context, (*state.shape[:3], *context.shape[3:])), state], -2)
+        state = model.block_step(j, read, jnp.asarray(mask)[:, None], context)
+    last = [i for i in block_of if block_of[i] == n_blocks - 1]  # the last block's output: no block to run
+    if last:
+        joined = jnp.stack([entering(i)[:, groups, lay.ends] for i in last], axis=1)
+        state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + last
+    cells = [lay.cell(p) for p in range(lay.a + 1)]
+    read = state[:, :, [g for g, _ in cells], [r for _, r in cells]]  # [batch, paths in order, a + 1, d]
+    return read[:, np.argsort(order)]

@@ -1,0 +1,78 @@
+"""Packed position sweeps (capture/packed.py): every block output x position patched at once equals the whole
+patched forwards, the packing covers each run's positions exactly once, and anything else falls back (inside an
+analysis, and compiled once: tests/test_prefix_reuse.py)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_prefix_reuse import BAD, CLEAN, SIZES, model
+
+from lenscope.analysis.sweeps import logit_diff, set_position, sweep
+from lenscope.capture.choose import backend_for
+from lenscope.capture.packed import layout, packed_position_sweep
+from lenscope.capture.patch import patched, record
+from lenscope.models import MLPClassifier
+
+
+def score(logits: jax.Array) -> jax.Array:
+    return logit_diff(logits, CLEAN[:, 0], BAD[:, 0])
+
+
+def whole(net, paths, readout):
+    """The reference grid: each (path, position) patch as its own whole forward, read at `readout`."""
+    backend = backend_for(net)
+    _, acts = record(lambda t: net(t), (CLEAN,), paths, backend=backend)
+    run = lambda patch: score(patched(lambda t: net(t), (BAD,), patch, backend=backend)[:, readout])  # noqa: E731
+    return acts, sweep(run, paths, lambda p, i: set_position(acts[p], i), CLEAN.shape[1])
+
+
+@pytest.mark.parametrize("library", ["linen", "nnx", "equinox"])
+def test_packed_sweep_equals_the_whole_forward_sweep(library):
+    net = model(library)
+    blocks = list(net.block_paths())
+    for paths, readout in ((blocks, -1), (blocks[::-1], 2), (blocks[1:], 0)):
+        acts, full = jax.jit(lambda paths=paths, readout=readout: whole(net, paths, readout))()
+        acts = {path: acts[path] for path in paths}  # in the paths' order (jit returns a dict's keys sorted)
+        packed = jax.jit(lambda acts=acts, readout=readout: packed_position_sweep(net, (BAD,), acts, readout,
+                                                                                  score))()
+        assert packed.dtype == full.dtype == jnp.float32 and packed.shape == (len(paths), CLEAN.shape[1])
+        assert float(jnp.max(jnp.abs(full))) > 0  # the grid is not trivially zero
+        # the same operations on the same values, but XLA sums the packed rows' products (projections over
+        # more rows, attention over masked-out keys) in another order: equal to float32 rounding of the logits
+        np.testing.assert_allclose(packed, full, rtol=0, atol=2e-6 * float(jnp.max(jnp.abs(full))))
+
+
+@pytest.mark.parametrize("a", [0, 1, 4, 7])
+def test_the_layout_holds_each_run_once_and_masks_what_causality_allows(a):
+    lay = layout(a)
+    runs = sorted({(g, int(s)) for g in range(len(lay.pos)) for s in lay.start[g]})
+    assert sorted(s for _, s in runs) == list(range(a + 1))  # every position's run (the middle one twice)
+    for g in range(len(lay.pos)):
+        run = np.arange(a + 2) >= a - g + 1  # the group's first run, then its second
+        for r in range(a + 2):
+            context, own = lay.mask[g, r, :a], lay.mask[g, r, a:]
+            assert context.sum() == lay.start[g, r]  # the unpatched positions before the run's first
+            mates = (run == run[r]) & (lay.pos[g] <= lay.pos[g, r])
+            np.testing.assert_array_equal(own, mates)  # its own run's rows up to its position
+    for p in range(a + 1):
+        g, run = lay.cell(p)
+        assert lay.start[g, lay.ends[g, run]] == p and lay.pos[g, lay.ends[g, run]] == a
+
+
+def test_what_packing_cannot_serve_is_left_to_the_caller():
+    net = model("linen")
+    acts = record(lambda t: net(t), (CLEAN,), ["blocks_0/mlp"], backend=backend_for(net))[1]
+    assert packed_position_sweep(net, (BAD,), acts, -1, score) is None  # not a block's output
+    mlp = MLPClassifier(features=(4,), n_out=2)
+    assert packed_position_sweep(mlp, (jnp.ones((2, 3)),), {"layers_0": jnp.ones((2, 4))}, -1, score) is None
+    from lenscope.models.pretrained.config import DecoderConfig
+    from lenscope.models.pretrained.decoder import Decoder
+
+    cfg = DecoderConfig(family="gpt2", vocab_size=SIZES["vocab_size"], d_model=16, n_layers=2, n_heads=2,
+                        n_kv_heads=2, d_head=8, d_mlp=32, norm="layernorm", norm_eps=1e-5, n_positions=8,
+                        gated=False, activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
+    decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # no block_step: its sweeps patch one run at a time
+    assert packed_position_sweep(decoder, (BAD,), {"blocks/0": jnp.ones((2, 5, 16))}, -1, score) is None
