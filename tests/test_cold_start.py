@@ -48,18 +48,23 @@ def test_a_base_analysis_imports_only_the_modules_it_uses(tmp_path: Path) -> Non
     assert list((tmp_path / "results").rglob("fourier.pdf"))
 
 
-def test_each_built_in_job_is_registered_by_the_module_the_table_names() -> None:
+def test_each_built_in_job_comes_with_the_module_the_table_names() -> None:
     job_registry.load_builtins()
-    packaged = {name: cls.__module__ for name, cls in job_registry.jobs().items()
-                if cls.__module__.startswith("lenscope.examples.")}
-    assert packaged == job_registry.BUILTIN_JOBS
+    packaged = {name: cls for name, cls in job_registry.jobs().items() if cls.__module__.startswith("lenscope.")}
+    assert sorted(packaged) == sorted(job_registry.BUILTIN_JOBS)
+    for name, cls in packaged.items():
+        assert getattr(sys.modules[job_registry.BUILTIN_JOBS[name]], cls.__name__) is cls
 
 
-def test_a_built_in_job_resolves_without_importing_the_other_examples() -> None:
-    probe = ("import sys\nfrom lenscope import resolve\nresolve('grokking.train')\n"
-             "print(' '.join(sorted(m for m in sys.modules if m.startswith('lenscope.examples.'))))")
+def test_a_built_in_job_resolves_whole_without_importing_the_other_examples() -> None:
+    probe = ("import sys\nfrom lenscope import resolve\ntrainer = resolve('grokking.train')\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('lenscope.examples.'))))\n"
+             "print(' '.join(cls.NAME for cls in trainer.ANALYSIS))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["lenscope.examples.grokking", "lenscope.examples.grokking_data"]
+    examples, analyses = done.stdout.splitlines()
+    assert examples.split() == ["lenscope.examples.grokking", "lenscope.examples.grokking_analyses",
+                                "lenscope.examples.grokking_data"]
+    assert analyses.split() == ["fourier", "attention", "summary"]  # its tandem analyses are declared
 
 
 def test_the_command_s_exit_runs_atexit_handlers_joins_threads_and_keeps_its_code(tmp_path: Path) -> None:

@@ -16,10 +16,12 @@ from .errors import UsageError, hint
 T = TypeVar("T", bound=type)
 
 _JOBS: dict[str, type] = {}  # explicit registry: name -> job class
-# The packaged jobs and the module that registers each: resolving one imports that module only, so a command
+# The packaged jobs and the module that makes each whole: resolving one imports that module only, so a command
 # never pays for the examples it does not run (tests check the table against what the modules register).
+# grokking/train is registered by examples.grokking, and grokking_analyses imports it and declares its tandem
+# analyses (GrokTrainer.ANALYSIS).
 BUILTIN_JOBS = {
-    "grokking/train": "lenscope.examples.grokking",
+    "grokking/train": "lenscope.examples.grokking_analyses",
     "grokking/fourier": "lenscope.examples.grokking_analyses",
     "grokking/attention": "lenscope.examples.grokking_analyses",
     "grokking/summary": "lenscope.examples.grokking_analyses",
