@@ -1,7 +1,5 @@
 """`python -m lenscope`: the same as the `lenscope` command."""
 
-import sys
+from .cli.main import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

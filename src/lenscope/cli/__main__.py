@@ -1,7 +1,5 @@
 """`python -m lenscope.cli`: the lenscope command."""
 
-import sys
+from .main import entry
 
-from .main import main
-
-sys.exit(main())
+entry()

@@ -19,7 +19,6 @@ from ..store import Node, Store
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
 from ..text import parse_value
-from ..ui.lineage_list import lineage_rows, with_liveness
 from .hints import check_words, note_missing_keys
 from .output import checked_filename, output_path, write_output
 
@@ -184,6 +183,8 @@ def _ls_runs(args: argparse.Namespace) -> int:
         if status not in (*STATUSES, "stale"):
             raise UsageError(f"unknown status {status!r}{hint(status, STATUSES)}; "
                              f"statuses: {', '.join(STATUSES)}, stale")
+    # lazy: the run table is the UI's; a `lenscope run` never loads the UI's modules
+    from ..ui.lineage_list import lineage_rows, with_liveness
     with open_store(args.store) as store:
         names = {Node.clean_name(n) for n in args.name or ()}
         runs = [r for r in with_liveness(store, lineage_rows(store))

@@ -10,7 +10,6 @@ from ..errors import UsageError
 from ..store import Node, Store
 from ..store.config_keys import flatten
 from ..store.lineage_heads import values_up_to
-from ..ui.lineage_list import parse_lineage
 from .commands import _fmt, _json, _lookup, open_store
 
 _RUN_HELP = "a node NAME@NONCE:SEQ, or a run NAME@NONCE (its latest node)"
@@ -29,6 +28,8 @@ def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.Arg
 
 def resolve_run(store: Store, text: str) -> Node:
     """The node a RUN names: the address itself, or the latest node of lineage NAME@NONCE."""
+    # lazy: the UI's lineage parser loads only for diff and export, not with every command
+    from ..ui.lineage_list import parse_lineage
     lineage = parse_lineage(text) if ":" not in text else None
     if lineage is None:
         node = Node.parse(text)

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable
 
 from ..errors import UsageError, hint
-from ..exports import read_run, to_mlflow, to_tensorboard
 from .commands import open_store
 from .diff import resolve_run
 
@@ -32,6 +31,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     tool, where = args.to
     if tool not in TOOLS:
         raise UsageError(f"unknown --to {tool!r}{hint(tool, TOOLS)}; expected tensorboard DIR or mlflow URI")
+    # lazy: the exporters load only for `lenscope export`
+    from ..exports import read_run, to_mlflow, to_tensorboard
     with open_store(args.store) as store:
         runs = [read_run(store, resolve_run(store, text)) for text in args.runs]  # every RUN checked first
     for run in runs:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
-from ..ui import DEFAULT_HOST, DEFAULT_PORT
+
+# lenscope.ui's DEFAULT_HOST and DEFAULT_PORT (a test checks they agree): named here so that building the
+# parser, which every command does, does not import the UI package
+HOST, PORT = "127.0.0.1", 8765
 
 
 def add_parser(sub: argparse._SubParsersAction, make) -> None:
@@ -14,13 +17,12 @@ def add_parser(sub: argparse._SubParsersAction, make) -> None:
               "Serve a read-only web UI over the store: runs, metric curves, flip-books of figures over training, "
               "nodes and their artifacts. Pages of running lineages refresh by themselves. Binds 127.0.0.1 unless "
               "--host says otherwise.")
-    ui.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this "
-                                                          "machine only)")
+    ui.add_argument("--host", default=HOST, help=f"address to listen on (default {HOST}: this machine only)")
     ui.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                     help="also answer requests for this host name (repeatable; e.g. the name a proxy or other "
                          "machines use); by default only the listening address, IPs and localhost are answered, "
                          "so a page on another site cannot read the UI by rebinding its DNS name")
-    ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    ui.add_argument("--port", type=int, default=PORT, help=f"port (default {PORT}; 0 picks a free one)")
     ui.set_defaults(handler=cmd_ui)
 
 
