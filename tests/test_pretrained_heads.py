@@ -140,3 +140,16 @@ def test_parity_with_transformerlens_hook_result_and_attn_in() -> None:
     ours_patched = jax.jit(lambda t: patched(lambda x: ours(x), (t,), {
         "blocks.1.hook_attn_in": lambda x: x.at[:, :, 1].set(other)}, backend=BACKEND))(ids)
     np.testing.assert_allclose(ours_patched, tl_patched.numpy(), atol=1e-4, rtol=0)
+
+
+def test_patching_attn_in_while_generating_with_grouped_heads_is_refused(model: Decoder) -> None:
+    from lenscope.errors import UsageError
+    from lenscope.models.pretrained.decoder import KV
+
+    empty = jnp.zeros((2, 8, LLAMA.n_kv_heads, LLAMA.d_head), jnp.float32)
+    caches = [KV(empty, empty) for _ in range(LLAMA.n_layers)]
+    mask, positions = jnp.ones((2, 8), jnp.int32), jnp.broadcast_to(jnp.arange(6), (2, 6))
+    step = lambda t: model.step(t, mask, positions, caches, 0)  # noqa: E731  one prompt pass of generation
+    copy = {"blocks/1/hook_attn_in": lambda x: x * 1.0}
+    with pytest.raises(UsageError, match="attn_in was patched while generating.*2 key/value heads.*hook_resid_pre"):
+        patched(step, (IDS,), copy, on="output", backend=BACKEND)

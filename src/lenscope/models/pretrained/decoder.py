@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ...errors import UsageError
 from ..equinox.layers import Dense, Embed
 from .config import DecoderConfig
 from .heads import attention_input, attention_output, project_qkv
@@ -94,6 +95,12 @@ class Attention(eqx.Module):
         if self.freqs is not None:
             q, k = self.hook_rot_q(rotate(q, positions, self.freqs)), self.hook_rot_k(rotate(k, positions, self.freqs))
         if cache is not None:
+            if k.shape[-2] != cache.k.shape[-2]:
+                raise UsageError(
+                    f"hook_attn_in was patched while generating with a key/value cache of {cache.k.shape[-2]} "
+                    f"key/value heads: a per-head input needs one key/value head per query head "
+                    f"({k.shape[-2]}); patch hook_attn_in in a forward without a cache (model(tokens)), or patch "
+                    "ln1's input (hook_resid_pre) instead")
             start = (0, index, 0, 0)
             k = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), start)
             v = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), start)
