@@ -54,9 +54,10 @@ def _lift(values: list[Any], fn: Callable[[list[Any]], list[Any]]) -> list[Any] 
         return xs
 
     @tap.def_vmap
-    def rule(axis_size: int, in_batched: list[bool], xs: list[Any]) -> tuple[list[Any], list[bool]]:
+    def rule(axis_size: int, in_batched: list[list[bool]], xs: list[Any]) -> tuple[list[Any], list[bool]]:
         ran.append(True)
-        full = [x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))) for x, b in zip(xs, in_batched)]
+        batched = in_batched[0]  # one flag per leaf of the one argument, xs
+        full = [x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))) for x, b in zip(xs, batched, strict=True)]
         here = core.unsafe_get_current_trace()
         out = fn(full) if here is outside else _lift(full, fn)
         return (full if out is None else out), [True] * len(xs)
