@@ -26,6 +26,7 @@ class DictionaryStack(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         """Every layer's reconstruction (or prediction) of its slice of x."""
         names = ["W_enc", "b_enc", "W_dec", "b_dec", "threshold"] + (["W_skip"] if self.spec.skip else [])
+        names += ["b_mag", "r_mag"] if self.spec.architecture == "gated" else []
         stacked = Dictionary.of(self.spec, {n: self.param(n, _not_initialized) for n in names})
         return jax.vmap(lambda d, v: d(v), in_axes=(0, 1), out_axes=1)(stacked, x)
 
