@@ -1,14 +1,28 @@
-"""The trainer's model: one dictionary per site, stacked on a leading layer axis, as a linen module."""
+"""The trainer's model: one dictionary per site, stacked on a leading layer axis, as a linen module; and the
+partition rules that shard its latents over the mesh's `model` axis."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import flax.linen as nn
 import jax
 
 from ..errors import UsageError
+from ..training.rules import Rule, Rules
 from .core import Dictionary, Spec
+
+# The stack's parameters carry a leading layer axis: each dictionary's latents (d_sae) split over `model`,
+# replicated over `data` (tokens are split over `data`). Best effort, as the built-in model rules: a mesh
+# without `model`, or a size that does not divide d_sae, leaves that dimension replicated.
+_LATENT_RULES = (
+    (r"(^|/)W_enc$", (None, None, "model")),  # [layers, d_in, d_sae]
+    (r"(^|/)W_dec$", (None, "model", None)),  # [layers, d_sae, d_out]
+    (r"(^|/)(b_enc|threshold|b_mag|r_mag)$", (None, "model")),  # [layers, d_sae]
+)
+DICTIONARY_RULES = Rules(tuple(Rule(re.compile(regex), dims, f"built-in dictionary rule {regex!r}")
+                               for regex, dims in _LATENT_RULES), strict=False)
 
 
 def _not_initialized(key: Any, *shape: Any) -> Any:

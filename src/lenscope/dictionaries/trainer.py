@@ -26,13 +26,14 @@ from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.data import ArrayData
 from ..training.lineage import Lineage, Mode, open_lineage
+from ..training.placement import Placement
 from ..training.state import TrainState
 from ..training.trainer import node_name, open_store
 from .activations import Activations, cached_activations, norm_scale
 from .config import SaeConfig
 from .core import BATCH_TOPK, Dictionary, Spec, init_params
 from .losses import LossConfig, loss
-from .stack import DictionaryStack, unscale
+from .stack import DICTIONARY_RULES, DictionaryStack, unscale
 
 
 class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
@@ -56,6 +57,8 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
                 base = None
         self._model_trainer: Any = None
         super().__init__(config, base=base, store=store)
+        if self.args.mesh_rules is None:  # latents over `model`, tokens over `data` (the batch's leading dim)
+            self.placement = Placement(self.placement.mesh, DICTIONARY_RULES)
 
     def _peek_store_url(self, config: Any) -> str | None:
         """The store/url the config names (the store must be open to tell a model node from one of ours)."""
