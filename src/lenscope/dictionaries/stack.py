@@ -4,12 +4,10 @@ partition rules that shard its latents over the mesh's `model` axis."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import flax.linen as nn
 import jax
 
-from ..errors import UsageError
 from ..training.rules import Rule, Rules
 from .core import Dictionary, Spec
 
@@ -25,13 +23,23 @@ DICTIONARY_RULES = Rules(tuple(Rule(re.compile(regex), dims, f"built-in dictiona
                                for regex, dims in _LATENT_RULES), strict=False)
 
 
-def _not_initialized(key: Any, *shape: Any) -> Any:
-    raise UsageError("a DictionaryStack's parameters come from SaeTrainer.init_params (SAELens' initialization), "
-                     "not from model.init; bind it to them: stack.bind({'params': params})")
+def shapes(spec: Spec, layers: int) -> dict[str, tuple[int, ...]]:
+    """Each parameter's shape in a stack of `layers` dictionaries of `spec` (SAELens' names)."""
+    out = {"W_enc": (layers, spec.d_in, spec.d_sae), "b_enc": (layers, spec.d_sae),
+           "W_dec": (layers, spec.d_sae, spec.d_out), "b_dec": (layers, spec.d_out), "threshold": (layers, spec.d_sae)}
+    if spec.skip:
+        out["W_skip"] = (layers, spec.d_in, spec.d_out)
+    if spec.architecture == "gated":
+        out.update(b_mag=(layers, spec.d_sae), r_mag=(layers, spec.d_sae))
+    return out
 
 
 class DictionaryStack(nn.Module):
-    """`layers` dictionaries of one Spec; called on [tokens, layers, d_in], returns [tokens, layers, d_out]."""
+    """`layers` dictionaries of one Spec; called on [tokens, layers, d_in], returns [tokens, layers, d_out].
+
+    Its parameters come from SaeTrainer.init_params (SAELens' initialization); `init` gives zeros of their shapes
+    (what Flax checks a bound module's parameters against).
+    """
 
     spec: Spec
     layers: int
@@ -39,9 +47,8 @@ class DictionaryStack(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         """Every layer's reconstruction (or prediction) of its slice of x."""
-        names = ["W_enc", "b_enc", "W_dec", "b_dec", "threshold"] + (["W_skip"] if self.spec.skip else [])
-        names += ["b_mag", "r_mag"] if self.spec.architecture == "gated" else []
-        stacked = Dictionary.of(self.spec, {n: self.param(n, _not_initialized) for n in names})
+        stacked = Dictionary.of(self.spec, {name: self.param(name, nn.initializers.zeros, shape, x.dtype)
+                                            for name, shape in shapes(self.spec, self.layers).items()})
         return jax.vmap(lambda d, v: d(v), in_axes=(0, 1), out_axes=1)(stacked, x)
 
 
