@@ -5,6 +5,7 @@ run page shows the latent-density histogram as a flip-book over the validations.
 from __future__ import annotations
 
 import pytest
+from browser import flip_to_first
 from conftest import TINY
 
 # shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
@@ -55,10 +56,7 @@ def test_density_histogram_is_a_flipbook_over_the_validations(page, server, trai
     image, slider = book.locator("img.figure"), book.locator("input.slider")
     assert slider.get_attribute("max") == "1" and "step 20" in book.inner_text()  # validations at 10 and 20
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
-    last = image.get_attribute("src")
-    slider.focus()
-    page.keyboard.press("Home")
-    first = image.get_attribute("src")
+    last, first = flip_to_first(page, book)
     assert first != last and "%3A10/" in first and "step 10" in book.inner_text()
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
     assert page.request.get(server.rstrip("/") + first).headers["content-type"] == "image/png"
