@@ -4,16 +4,18 @@
     pip install 'torch==2.13.0+cpu' -e '.[saelens]'
     taskset -c 1 python bench/saes.py --threads 1      # one pinned core for both (the control)
     python bench/saes.py --threads 2                   # both cores
-    python bench/saes.py --d-in 256 --steps 30         # one size, more tokens
+    python bench/saes.py --d-in 256 --steps 30 --rounds 5   # one size, more tokens, more rounds
 
 The activations are synthetic and the same array for both: each token is a sparse sum (about 20 active) of
 8 * d_in random unit directions with exponential magnitudes, plus a mean offset and noise, in float32. Both
 train a TopK SAE (k=32, expansion 16, decoder rows initialized to norm 0.1, ranking by decoder norm, AuxK
 weight 1, dead window 1000, Adam (--lr, default 3e-4) with betas 0.9/0.999, gradient clip 1, no
 normalization) on the same batches in the same order (lenscope's ArrayData order), batch 4096 tokens.
-Throughput is timed from the end of the first step (compilation, torch warm-up) to the end of the last;
-quality is measured on the same held-out tokens with lenscope's SAELens-defined metrics, SAELens' SAE read
-back through its own saved files.
+Throughput is timed from the end of the first step (compilation, torch warm-up) to the end of the last,
+in wall time and in the process's CPU time (all its threads: robust to other jobs on a shared machine);
+the two trainers run in alternating rounds (lenscope, SAELens, lenscope, ...) and the table reports the
+best round of each (the median beside it). Quality is measured on the same held-out tokens with lenscope's
+SAELens-defined metrics, SAELens' SAE read back through its own saved files.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--eval-tokens", type=int, default=16384)
     parser.add_argument("--threads", type=int, default=2, help="torch threads; 1 also makes XLA single-threaded")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds of the decoding comparison")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating training runs of each trainer")
+    parser.add_argument("--no-decoding", action="store_true", help="skip the dense against gather comparison")
     return parser.parse_args()
 
 
@@ -62,8 +66,19 @@ def activations(d_in: int, tokens: int, seed: int = 0):
     return out
 
 
-def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[float, object, list]:
-    """(tokens/s, the trained Dictionary, the batch order) of SaeTrainer on `train`."""
+def clocks() -> tuple[float, float]:
+    """(wall, CPU time of this process) now."""
+    return time.perf_counter(), time.process_time()
+
+
+def rates(marks: list[tuple[float, float]], tokens: int) -> tuple[float, float]:
+    """(tokens per wall second, tokens per CPU second) between the first and the last mark."""
+    (w0, c0), (w1, c1) = marks[0], marks[-1]
+    return tokens / (w1 - w0), tokens / (c1 - c0)
+
+
+def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[tuple[float, float], object, list]:
+    """((tokens/s wall, tokens/s CPU), the trained Dictionary, the batch order) of SaeTrainer on `train`."""
     import jax
     import numpy as np
 
@@ -75,7 +90,7 @@ def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[float, o
     class ArraySae(SaeTrainer):
         """SaeTrainer on arrays handed to it (no model node)."""
 
-        marks: list[float] = []
+        marks: list[tuple[float, float]] = []
 
         @property
         def activations(self):
@@ -85,26 +100,26 @@ def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[float, o
             node = super().tick()
             if self.node.seq == 1 or self.node.seq == self.args.steps:
                 jax.block_until_ready(self.state)
-                self.marks.append(time.perf_counter())
+                self.marks.append(clocks())
             return node
 
     config = ["sae/sites=[acts]", "sae/architecture=topk", f"sae/k={args.k}", f"sae/expansion={args.expansion}",
               "sae/normalize_activations=none", f"training/steps={args.steps}", f"training/batch_size={args.batch}",
               f"optimization/lr={args.lr}", "logging/validation_interval=0", "logging/checkpoint_interval=0",
               f"logging/report_interval={args.steps}", "sae/eval_spliced=false", f"logging/results={root}/results"]
+    ArraySae.marks = []
     trainer = ArraySae(config, store=root / "runs")
     trainer.setup()
     trainer.run()
-    t0, t1 = trainer.marks
     order = [trainer.data.indices("train", i) for i in range(args.steps)]
     d = trainer.dictionaries()[0]
     trainer.finish()
     trainer.cleanup()
-    return (args.steps - 1) * args.batch / (t1 - t0), d, order
+    return rates(ArraySae.marks, (args.steps - 1) * args.batch), d, order
 
 
-def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[float, object]:
-    """(tokens/s, the trained SAE as a lenscope Dictionary) of SAELens' SAETrainer on the same batches."""
+def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[tuple[float, float], object]:
+    """((tokens/s wall, tokens/s CPU), the trained SAE as a lenscope Dictionary) of SAELens' SAETrainer."""
     import torch
     from sae_lens.config import SAETrainerConfig
     from sae_lens.saes.topk_sae import TopKTrainingSAE, TopKTrainingSAEConfig
@@ -116,24 +131,23 @@ def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[float, objec
     sae = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=args.expansion * d_in, k=args.k,
                                                 aux_loss_coefficient=1.0, rescale_acts_by_decoder_norm=True,
                                                 decoder_init_norm=0.1))
-    marks: list[float] = []
+    marks: list[tuple[float, float]] = []
 
     def provider():
         for i, idx in enumerate(order):
-            if i in (1, len(order)):
-                marks.append(time.perf_counter())
+            if i == 1:
+                marks.append(clocks())
             yield torch.from_numpy(train[idx])
-        marks.append(time.perf_counter())
 
     cfg = SAETrainerConfig(total_training_samples=args.steps * args.batch, train_batch_size_samples=args.batch,
                            lr=args.lr, lr_end=args.lr, adam_beta1=0.9, adam_beta2=0.999, device="cpu",
                            dead_feature_window=1000)
     SAETrainer(cfg, sae, provider()).fit()
     # the step that took batch i ends when batch i + 1 is fetched; the last one ends with fit()'s loop
-    t0, t1 = marks[0], time.perf_counter()
+    marks.append(clocks())
     folder = root / "saelens"
     sae.save_inference_model(folder)
-    return (args.steps - 1) * args.batch / (t1 - t0), load_saelens(folder)[0]
+    return rates(marks, (args.steps - 1) * args.batch), load_saelens(folder)[0]
 
 
 def quality(d, held_out) -> dict[str, float]:
@@ -202,26 +216,42 @@ def main() -> None:
         train = activations(d_in, args.steps * args.batch, seed=d_in)
         held_out = activations(d_in, args.eval_tokens, seed=d_in + 1)
         root = Path(tmp) / str(d_in)
-        ours, d, order = lenscope_run(train, held_out, args, d_in, root)
-        q_ours = quality(d, held_out)
-        theirs, q_theirs = (None, None)
-        if have_peer:
-            theirs, peer = saelens_run(train, order, args, d_in, root)
-            q_theirs = quality(peer, held_out)
+        ours, theirs, q_ours, q_theirs = [], [], None, None
+        for round_ in range(args.rounds):  # alternating, so drifts of machine load fall on both
+            rate, d, order = lenscope_run(train, held_out, args, d_in, root)
+            ours.append(rate)
+            q_ours = q_ours or quality(d, held_out)
+            if have_peer:
+                rate, peer = saelens_run(train, order, args, d_in, root)
+                theirs.append(rate)
+                q_theirs = q_theirs or quality(peer, held_out)
+            print(f"d_in {d_in} round {round_}: lenscope {ours[-1][0]:,.0f} tokens/s ({ours[-1][1]:,.0f} per CPU s)"
+                  + (f"; SAELens {theirs[-1][0]:,.0f} ({theirs[-1][1]:,.0f})" if have_peer else "")
+                  + f"; load {load()}", flush=True)
         rows.append((d_in, ours, q_ours, theirs, q_theirs))
-        print(f"d_in {d_in}: lenscope {ours:,.0f} tokens/s {q_ours}"
-              + (f"; SAELens {theirs:,.0f} tokens/s {q_theirs}" if have_peer else ""), flush=True)
+        print(f"d_in {d_in}: lenscope {q_ours}" + (f"; SAELens {q_theirs}" if have_peer else ""), flush=True)
     print(f"\nTopK SAE training, expansion {args.expansion}, k {args.k}, batch {args.batch}, lr {args.lr}, "
-          f"{args.steps} steps ({args.steps * args.batch:,} tokens), float32; load average after: {load()}")
-    print("| d_in | d_sae | lenscope tokens/s | SAELens tokens/s | speed-up | EV lenscope | EV SAELens | "
-          "L0 lenscope | L0 SAELens | dead lenscope | dead SAELens |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"{args.steps} steps ({args.steps * args.batch:,} tokens), float32, {args.rounds} alternating rounds "
+          f"(best, median in brackets); load average after: {load()}")
+    print("| d_in | d_sae | lenscope tokens/s | SAELens tokens/s | speed-up | speed-up per CPU s | EV lenscope | "
+          "EV SAELens | L0 lenscope | L0 SAELens | dead lenscope | dead SAELens |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d_in, ours, q, theirs, p in rows:
-        peer = (f"{theirs:,.0f} | **{ours / theirs:.2f}x** | {q['explained_variance']:.3f} | "
-                f"{p['explained_variance']:.3f} | {q['l0']:.1f} | {p['l0']:.1f} | {q['dead_latents']} | "
-                f"{p['dead_latents']}") if theirs else (f"- | - | {q['explained_variance']:.3f} | - | {q['l0']:.1f} | "
-                                                        f"- | {q['dead_latents']} | -")
-        print(f"| {d_in} | {args.expansion * d_in} | {ours:,.0f} | {peer} |")
+        best, mid = max(r[0] for r in ours), statistics.median(r[0] for r in ours)
+        cpu = max(r[1] for r in ours)
+        line = f"| {d_in} | {args.expansion * d_in} | {best:,.0f} ({mid:,.0f}) | "
+        if theirs:
+            t_best, t_mid, t_cpu = (max(r[0] for r in theirs), statistics.median(r[0] for r in theirs),
+                                    max(r[1] for r in theirs))
+            line += (f"{t_best:,.0f} ({t_mid:,.0f}) | **{best / t_best:.2f}x** ({mid / t_mid:.2f}x) | "
+                     f"{cpu / t_cpu:.2f}x | {q['explained_variance']:.3f} | {p['explained_variance']:.3f} | "
+                     f"{q['l0']:.1f} | {p['l0']:.1f} | {q['dead_latents']} | {p['dead_latents']} |")
+        else:
+            line += (f"- | - | - | {q['explained_variance']:.3f} | - | {q['l0']:.1f} | - | "
+                     f"{q['dead_latents']} | - |")
+        print(line)
+    if args.no_decoding:
+        return
     print("\nTopK decoding of one batch, median ms (dense: scatter the k values into d_sae then matmul; "
           "gather: the k decoder rows)")
     print("| d_in | dense fwd | gather fwd | dense fwd+bwd | gather fwd+bwd | gather/dense fwd | "

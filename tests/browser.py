@@ -29,3 +29,12 @@ def ui_server(store: str | os.PathLike) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def flip_to_first(page, book) -> tuple[str, str]:
+    """Move a flip-book's slider to its first frame with the keyboard; (the image's src before, after)."""
+    image, slider = book.locator("img.figure"), book.locator("input.slider")
+    before = image.get_attribute("src")
+    slider.focus()
+    page.keyboard.press("Home")
+    return before, image.get_attribute("src")

@@ -22,12 +22,16 @@ def random_dictionary(spec: Spec, seed: int = 0) -> Dictionary:
     }
     if spec.skip:
         params["W_skip"] = rng.normal(size=(spec.d_in, spec.d_out)) * 0.1
+    if spec.architecture == "gated":
+        params.update(b_mag=rng.normal(size=spec.d_sae) * 0.1, r_mag=rng.normal(size=spec.d_sae) * 0.5)
     return Dictionary.of(spec, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})
 
 
 def np_pre(d, x):
     p = {k: np.asarray(v, np.float64) for k, v in d.params.items()}
     sae_in = x - p["b_dec"] if d.spec.apply_b_dec_to_input else x
+    if d.spec.architecture == "gated":  # the magnitude path: its own weights W_enc * exp(r_mag)
+        return p, sae_in @ (p["W_enc"] * np.exp(p["r_mag"])) + p["b_mag"]
     pre = sae_in @ p["W_enc"] + p["b_enc"]
     if d.spec.rescale_acts_by_decoder_norm:
         pre = pre * np.linalg.norm(p["W_dec"], axis=1)
@@ -42,9 +46,17 @@ def np_topk(pre, k):
     return out
 
 
+def np_gate(d, x):
+    p = {k: np.asarray(v, np.float64) for k, v in d.params.items()}
+    sae_in = x - p["b_dec"] if d.spec.apply_b_dec_to_input else x
+    return sae_in @ p["W_enc"] + p["b_enc"]  # b_enc is the gate's bias (SAELens' b_gate)
+
+
 def np_encode(d, x):
     p, pre = np_pre(d, x)
     arch = d.spec.architecture
+    if arch == "gated":
+        return (np_gate(d, x) > 0) * np.maximum(pre, 0)
     if arch == "standard":
         return np.maximum(pre, 0)
     if arch == "topk":
@@ -69,6 +81,10 @@ SPECS = [
     Spec("standard", D_IN, D_SAE, d_out=4, transcoder=True),
     Spec("jumprelu", D_IN, D_SAE, d_out=4, transcoder=True, skip=True),
     Spec("topk", D_IN, D_SAE, d_out=4, k=K, transcoder=True, skip=True),
+    Spec("gated", D_IN, D_SAE),
+    Spec("gated", D_IN, D_SAE, d_out=4, transcoder=True, skip=True),
+    Spec("matryoshka_batchtopk", D_IN, D_SAE, k=K, matryoshka_widths=(4, 10)),
+    Spec("matryoshka_batchtopk", D_IN, D_SAE, k=K, matryoshka_widths=(3, 7, 16), rescale_acts_by_decoder_norm=True),
 ]
 
 
@@ -90,7 +106,7 @@ def test_encode_decode_match_numpy(spec):
 def np_loss(d, x, target, coefficient, dead, cfg):
     p, pre = np_pre(d, x)
     arch = d.spec.architecture
-    if arch == "batchtopk":
+    if arch in ("batchtopk", "matryoshka_batchtopk"):
         flat = np.maximum(pre, 0).ravel()
         keep = np.argsort(-flat)[: d.spec.k * len(x)]
         f = np.zeros_like(flat)
@@ -101,6 +117,14 @@ def np_loss(d, x, target, coefficient, dead, cfg):
     out = np_decode(d, f, x)
     mse = np.mean(np.sum((out - target) ** 2, -1))
     norms = np.linalg.norm(p["W_dec"], axis=1)
+    inner = 0.0
+    for width in d.spec.matryoshka_widths[:-1]:  # each inner prefix of the latents decoded alone
+        prefix = np.where(np.arange(d.spec.d_sae) < width, f, 0.0)
+        inner += np.mean(np.sum((np_decode(d, prefix, x) - target) ** 2, -1))
+    if arch == "gated":
+        gate = np.maximum(np_gate(d, x), 0)
+        l1 = cfg.l1_coefficient * coefficient * np.mean(np.sum(gate * norms, -1))
+        return mse + l1 + np.mean(np.sum((np_decode(d, gate, x) - target) ** 2, -1)), mse
     if arch == "standard":
         return mse + cfg.l1_coefficient * coefficient * np.mean(np.sum(f * norms, -1)), mse
     if arch == "jumprelu":
@@ -108,7 +132,7 @@ def np_loss(d, x, target, coefficient, dead, cfg):
     k_aux = d.spec.d_in // 2
     n_dead = int(dead.sum())
     if n_dead == 0:
-        return mse, mse
+        return mse + inner, mse
     masked = np.where(dead, pre, -np.inf)
     aux = np.zeros_like(pre)
     for i, row in enumerate(masked):
@@ -118,7 +142,7 @@ def np_loss(d, x, target, coefficient, dead, cfg):
         aux = aux / norms
     residual = target - out
     aux_loss = np.mean(np.sum((aux @ p["W_dec"] - residual) ** 2, -1))
-    return mse + cfg.aux_coefficient * min(n_dead / k_aux, 1.0) * aux_loss, mse
+    return mse + inner + cfg.aux_coefficient * min(n_dead / k_aux, 1.0) * aux_loss, mse
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.architecture}-tc{int(s.transcoder)}-skip{int(s.skip)}"
@@ -164,7 +188,8 @@ def test_init_follows_saelens():
 
 
 def test_fold_decoder_norms_keeps_the_function():
-    for spec in (Spec("topk", D_IN, D_SAE, k=K, rescale_acts_by_decoder_norm=True), Spec("jumprelu", D_IN, D_SAE)):
+    for spec in (Spec("topk", D_IN, D_SAE, k=K, rescale_acts_by_decoder_norm=True), Spec("jumprelu", D_IN, D_SAE),
+                 Spec("gated", D_IN, D_SAE)):
         d = random_dictionary(spec, seed=6)
         x = jnp.asarray(np.random.default_rng(7).normal(size=(TOKENS, D_IN)), jnp.float32)
         folded = d.fold_decoder_norms()
@@ -180,6 +205,26 @@ def test_bad_specs_are_refused_with_the_choices():
         Spec("standard", 4, 8, d_out=3)
     with pytest.raises(ConfigError, match="k=9 exceeds d_sae=8"):
         Spec("topk", 4, 8, k=9)
+    with pytest.raises(ConfigError, match="strictly increasing"):
+        Spec("matryoshka_batchtopk", 4, 8, k=2, matryoshka_widths=(4, 2))
+    with pytest.raises(ConfigError, match="matryoshka_batchtopk only"):
+        Spec("batchtopk", 4, 8, k=2, matryoshka_widths=(4,))
+    assert Spec("matryoshka_batchtopk", 4, 8, k=2, matryoshka_widths=[2, 4]).matryoshka_widths == (2, 4, 8)
+
+
+def test_gated_auxiliary_reconstruction_can_leave_the_decoder_untrained():
+    """The paper's gated loss decodes the gate through a frozen decoder: that term gives W_dec no gradient."""
+    d = random_dictionary(Spec("gated", D_IN, D_SAE), seed=10)
+    x = jnp.asarray(np.random.default_rng(11).normal(size=(TOKENS, D_IN)), jnp.float32)
+
+    def aux(d, detach):
+        cfg = LossConfig(detach_gated_decoder=detach)
+        return loss(d, x, x, jnp.float32(1.0), None, cfg)[1]["auxiliary_reconstruction_loss"]
+
+    frozen, trained = jax.grad(aux)(d, True), jax.grad(aux)(d, False)
+    assert not np.asarray(frozen.W_dec).any()  # b_dec still trains: the encoder reads x - b_dec
+    assert np.asarray(trained.W_dec).any()
+    np.testing.assert_allclose(np.asarray(frozen.W_enc), np.asarray(trained.W_enc), rtol=1e-5, atol=1e-6)
 
 
 def test_topk_gather_path_has_the_dense_gradients():

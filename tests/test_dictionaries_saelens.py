@@ -22,6 +22,7 @@ CASES = {  # SAELens architecture -> (config overrides, lenscope Spec)
     "topk-rescaled": ({"k": 4, "rescale_acts_by_decoder_norm": True},
                       Spec("topk", D_IN, D_SAE, k=4, rescale_acts_by_decoder_norm=True)),
     "jumprelu": ({}, Spec("jumprelu", D_IN, D_SAE)),
+    "gated": ({}, Spec("gated", D_IN, D_SAE)),
     "transcoder": ({"d_out": D_OUT, "apply_b_dec_to_input": False},
                    Spec("standard", D_IN, D_SAE, d_out=D_OUT, transcoder=True)),
     "skip_transcoder": ({"d_out": D_OUT, "apply_b_dec_to_input": False},
@@ -42,7 +43,7 @@ def saelens_dictionary(case: str) -> SAE:
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in sae.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * (0.3 if name == "threshold" else 1.0))
+            p.copy_(torch.randn(p.shape, generator=gen) * (0.3 if name in ("threshold", "r_mag") else 1.0))
             if name == "threshold":
                 p.abs_()
     return sae
@@ -77,7 +78,8 @@ def test_lenscope_files_open_in_saelens(case, tmp_path):
     rng = np.random.default_rng(2)
     params = {"W_enc": rng.normal(size=(D_IN, D_SAE)), "b_enc": rng.normal(size=D_SAE) * 0.1,
               "W_dec": rng.normal(size=(D_SAE, spec.d_out)), "b_dec": rng.normal(size=spec.d_out) * 0.1,
-              "threshold": np.abs(rng.normal(size=D_SAE)) * 0.3, "W_skip": rng.normal(size=(D_IN, spec.d_out))}
+              "threshold": np.abs(rng.normal(size=D_SAE)) * 0.3, "W_skip": rng.normal(size=(D_IN, spec.d_out)),
+              "b_mag": rng.normal(size=D_SAE) * 0.1, "r_mag": rng.normal(size=D_SAE) * 0.3}
     d = Dictionary.of(spec, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})
     save_saelens(d, tmp_path, metadata={"hook_name": "blocks_0/mlp"})
     sae = SAE.load_from_disk(tmp_path)
@@ -86,8 +88,10 @@ def test_lenscope_files_open_in_saelens(case, tmp_path):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
-def test_batchtopk_is_saved_as_the_jumprelu_it_acts_as(tmp_path):
-    spec = Spec("batchtopk", D_IN, D_SAE, k=4)
+@pytest.mark.parametrize("spec", [Spec("batchtopk", D_IN, D_SAE, k=4),
+                                  Spec("matryoshka_batchtopk", D_IN, D_SAE, k=4, matryoshka_widths=(6, 12))],
+                         ids=lambda s: s.architecture)
+def test_batchtopk_is_saved_as_the_jumprelu_it_acts_as(spec, tmp_path):
     rng = np.random.default_rng(3)
     d = Dictionary.of(spec, {"W_enc": jnp.asarray(rng.normal(size=(D_IN, D_SAE)), jnp.float32),
                              "b_enc": jnp.zeros(D_SAE), "b_dec": jnp.zeros(D_IN), "threshold": jnp.full(D_SAE, 0.7),

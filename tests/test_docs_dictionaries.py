@@ -6,9 +6,11 @@ from doc_blocks import DOCS, run_doc
 
 
 def test_dictionaries_docs_examples_run(tmp_path, capsys):
-    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=7)
+    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=8)
     out = capsys.readouterr().out
     assert "(5, 256) 8 (5, 32)\nTrue\n(5, 32)\n" in out
+    assert "['W_dec', 'W_enc', 'b_dec', 'b_enc', 'b_mag', 'r_mag', 'threshold'] (32, 128, 256)\n" in out
+    assert "10000 True True\n" in out
     assert "True\nTrue 4.0\n" in out
     assert "['eval/ce_loss_score', 'eval/ce_loss_with_ablation', 'eval/ce_loss_with_sae', " \
            "'eval/ce_loss_without_sae']\nTrue True\n" in out

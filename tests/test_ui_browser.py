@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser import ARGS, CHROMIUM, ui_server
+from browser import ARGS, CHROMIUM, flip_to_first, ui_server
 from conftest import TINY
 
 from lenscope.runner import run_analyses, run_job
@@ -84,10 +84,7 @@ def test_run_page_draws_curves_and_the_flipbook_slider_moves(page, server, train
     book = page.locator(".flipbook", has_text="attention")
     image, slider = book.locator("img.figure"), book.locator("input.slider")
     assert slider.get_attribute("max") == "3" and "step 40" in book.inner_text()
-    before = image.get_attribute("src")
-    slider.focus()
-    page.keyboard.press("Home")
-    after = image.get_attribute("src")
+    before, after = flip_to_first(page, book)
     assert after != before and "%3A10/" in after and "step 10" in book.inner_text()
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
     svg = page.locator("figure.chart svg").first

@@ -1,9 +1,11 @@
 """The feature-dashboard pages in Chromium: a dictionary trained on the grokking model, its node page links to
-the dashboards, the list links to a page per feature with marked contexts, a histogram and logit effects."""
+the dashboards, the list links to a page per feature with marked contexts, a histogram and logit effects; its
+run page shows the latent-density histogram as a flip-book over the validations."""
 
 from __future__ import annotations
 
 import pytest
+from browser import flip_to_first
 from conftest import TINY
 
 # shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
@@ -15,11 +17,11 @@ from lenscope.store import Store
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A grokking model and a TopK SAE on its MLP output with dashboards of 8 latents."""
+    """A grokking model and a TopK SAE on its MLP output with dashboards of 8 latents, validated twice."""
     root = tmp_path_factory.mktemp("ui_features")
     model = run_job("grokking/train", TINY + [f"logging/results={root}/results"], store=root / "runs")
     sae = run_job("grokking/sae", ["sae/expansion=2", "sae/k=4", "training/steps=20", "training/batch_size=128",
-                                   "optimization/lr=3e-3", "logging/validation_interval=20", "sae/dashboards=8",
+                                   "optimization/lr=3e-3", "logging/validation_interval=10", "sae/dashboards=8",
                                    f"logging/results={root}/results"], base=model, store=root / "runs")
     return root, sae
 
@@ -45,3 +47,18 @@ def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, 
         latent = store.get(sae).artifacts["features.parquet"]
     assert latent.filename == "features.parquet"
     assert page.request.get(f"{server}feature/{sae}/features.parquet/999999").status == 404
+
+
+def test_density_histogram_is_a_flipbook_over_the_validations(page, server, trained, tmp_path):  # noqa: F811
+    _, sae = trained
+    page.goto(f"{server}run/{sae.name}@{sae.nonce}")
+    book = page.locator(".flipbook", has_text="density")
+    image, slider = book.locator("img.figure"), book.locator("input.slider")
+    assert slider.get_attribute("max") == "1" and "step 20" in book.inner_text()  # validations at 10 and 20
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
+    last, first = flip_to_first(page, book)
+    assert first != last and "%3A10/" in first and "step 10" in book.inner_text()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
+    assert page.request.get(server.rstrip("/") + first).headers["content-type"] == "image/png"
+    book.scroll_into_view_if_needed()
+    shoot(page, tmp_path / "density.png")

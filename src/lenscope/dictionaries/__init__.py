@@ -2,6 +2,7 @@
 SAELens' evaluations and file format (docs/dictionaries.md)."""
 
 from .activations import Activations, cached_activations, capture_sites
+from .buffer import mixing_buffer, parquet_chunks
 from .config import SaeConfig
 from .core import ARCHITECTURES, Dictionary, Spec, init_params, scatter
 from .features import Attached, Site, attach, run_with_features
@@ -11,4 +12,5 @@ from .trainer import SaeTrainer
 
 __all__ = ["ARCHITECTURES", "Activations", "Attached", "Dictionary", "LossConfig", "SaeConfig", "SaeTrainer", "Site",
            "Spec", "attach", "batch_topk", "cached_activations", "capture_sites", "init_params", "jumprelu",
-           "load_saelens", "loss", "run_with_features", "save_saelens", "saelens_architecture", "scatter", "step"]
+           "load_saelens", "loss", "mixing_buffer", "parquet_chunks", "run_with_features", "saelens_architecture",
+           "save_saelens", "scatter", "step"]

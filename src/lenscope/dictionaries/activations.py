@@ -71,7 +71,9 @@ def _tokens(act: jax.Array, positions: tuple[int, ...] | None) -> jax.Array:
 
 def capture_sites(trainer: Any, sites: Sequence[str | Site], split: str, *,
                   positions: Sequence[int] | None = None, max_batches: int = 0) -> Activations:
-    """The activations at `sites` of `trainer`'s model (its current state) over `split`, one row per token."""
+    """The activations at `sites` of `trainer`'s model (its current state) over `split`, one row per token,
+    keyed by the sites as given."""
+    given = [str(s) for s in sites]
     sites = [Site.parse(s) for s in sites]
     pos = tuple(int(p) for p in positions) if positions is not None else None
     backend = backend_for(trainer.model)
@@ -99,7 +101,8 @@ def capture_sites(trainer: Any, sites: Sequence[str | Site], split: str, *,
     n_pos = next(iter(arrays.values())).shape[1]
     example = np.repeat(np.concatenate(examples), n_pos).astype(np.int32)
     position = np.tile(np.asarray(pos if pos is not None else range(n_pos), np.int32), start)
-    return Activations({k: v.reshape(-1, v.shape[-1]) for k, v in arrays.items()}, example, position)
+    by_name = {name: arrays[str(site)] for name, site in zip(given, sites)}
+    return Activations({k: v.reshape(-1, v.shape[-1]) for k, v in by_name.items()}, example, position)
 
 
 def cache_name(node: Any, sites: Sequence[str], split: str, positions: Sequence[int] | None, max_batches: int) -> str:

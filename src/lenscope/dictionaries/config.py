@@ -26,17 +26,24 @@ class SaeConfig(TrainerConfig):
     positions: list[int] | None = field("sae/positions", default=None,
                                         help="sequence positions kept (one row per token); null: all")
     split: str = field("sae/split", default="train", help="the model's split whose activations train the dictionary")
-    architecture: Literal["standard", "topk", "batchtopk", "jumprelu"] = field(
-        "sae/architecture", default="topk", help="standard (ReLU + L1), topk, batchtopk or jumprelu")
+    architecture: Literal["standard", "topk", "batchtopk", "jumprelu", "gated", "matryoshka_batchtopk"] = field(
+        "sae/architecture", default="topk",
+        help="standard (ReLU + L1), topk, batchtopk, jumprelu, gated or matryoshka_batchtopk")
     expansion: int = field("sae/expansion", default=16, ge=1, help="latents per input dimension (d_sae = this * d_in)")
     k: int = field("sae/k", default=32, ge=1, help="topk/batchtopk: active latents per token")
+    matryoshka_widths: list[int] | None = field(
+        "sae/matryoshka_widths", default=None,
+        help="matryoshka_batchtopk: nested prefix widths in latents (d_sae is appended when missing)")
+    detach_gated_decoder: bool = field("sae/detach_gated_decoder", default=False,
+                                       help="gated: the auxiliary reconstruction through a frozen decoder (the "
+                                            "paper's); false: it trains the decoder too (SAELens')")
     skip: bool = field("sae/skip", default=False, help="transcoders: a learned linear skip connection")
     rescale: bool = field("sae/rescale_acts_by_decoder_norm", default=True,
                           help="topk/batchtopk: rank pre-activations times decoder norms (folded when saved)")
     normalize: Literal["none", "expected_average_only_in"] = field(
         "sae/normalize_activations", default="expected_average_only_in",
         help="scale inputs (and targets) to mean norm sqrt(d) during training; folded into the saved weights")
-    l1_coefficient: float = field("sae/l1_coefficient", default=5.0, ge=0, help="standard: L1 penalty")
+    l1_coefficient: float = field("sae/l1_coefficient", default=5.0, ge=0, help="standard, gated: L1 penalty")
     l0_coefficient: float = field("sae/l0_coefficient", default=1.0, ge=0, help="jumprelu: L0 penalty")
     coefficient_warmup: int = field("sae/coefficient_warmup_steps", default=0, ge=0,
                                     help="steps over which the L1/L0 coefficient rises linearly from 0")

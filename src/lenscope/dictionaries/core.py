@@ -3,8 +3,10 @@
 Conventions follow SAELens' (so its files map one to one): `W_enc` [d_in, d_sae], `b_enc` [d_sae],
 `W_dec` [d_sae, d_out], `b_dec` [d_out], `threshold` [d_sae] (JumpReLU and BatchTopK; zeros otherwise)
 and, for a skip transcoder, `W_skip` [d_in, d_out] (the output adds `x @ W_skip`; SAELens stores its
-transpose). An SAE reconstructs its input (d_out = d_in, and by default subtracts `b_dec` from the
-input before encoding); a transcoder predicts another activation from it (never subtracts `b_dec`).
+transpose). A gated dictionary's `b_enc` is SAELens' `b_gate` (the gate path's bias) and it also holds the
+magnitude path's `b_mag` and `r_mag` [d_sae] (magnitude weights `W_enc * exp(r_mag)`). An SAE
+reconstructs its input (d_out = d_in, and by default subtracts `b_dec` from the input before encoding);
+a transcoder predicts another activation from it (never subtracts `b_dec`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from flax import struct
 
 from ..errors import ConfigError, hint
 
-Architecture = Literal["standard", "topk", "batchtopk", "jumprelu"]
-ARCHITECTURES: tuple[str, ...] = ("standard", "topk", "batchtopk", "jumprelu")
-PARAMS = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold", "W_skip")
+Architecture = Literal["standard", "topk", "batchtopk", "jumprelu", "gated", "matryoshka_batchtopk"]
+ARCHITECTURES: tuple[str, ...] = ("standard", "topk", "batchtopk", "jumprelu", "gated", "matryoshka_batchtopk")
+BATCH_TOPK = ("batchtopk", "matryoshka_batchtopk")  # k on average over a batch; a JumpReLU at inference
+PARAMS = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold", "W_skip", "b_mag", "r_mag")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Spec:
     skip: bool = False
     apply_b_dec_to_input: bool = True  # SAEs only: encode x - b_dec
     rescale_acts_by_decoder_norm: bool = False  # topk/batchtopk: rank pre-activations times decoder-row norms
+    matryoshka_widths: tuple[int, ...] = ()  # matryoshka_batchtopk: the nested prefix widths, ending at d_sae
 
     def __post_init__(self) -> None:
         """Refuse an unknown architecture or impossible sizes, naming the nearest valid choice."""
@@ -45,8 +49,15 @@ class Spec:
         for name in ("d_in", "d_sae", "k"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"dictionary {name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.architecture in ("topk", "batchtopk") and self.k > self.d_sae:
+        if self.architecture in ("topk", *BATCH_TOPK) and self.k > self.d_sae:
             raise ConfigError(f"dictionary k={self.k} exceeds d_sae={self.d_sae}; choose k <= d_sae")
+        if self.architecture == "matryoshka_batchtopk":
+            object.__setattr__(self, "matryoshka_widths", _widths(self.matryoshka_widths, self.d_sae))
+        elif self.matryoshka_widths:
+            raise ConfigError(f"matryoshka_widths apply to matryoshka_batchtopk only, not {self.architecture!r}")
+        if self.architecture == "gated" and self.rescale_acts_by_decoder_norm:
+            raise ConfigError("a gated dictionary does not rank by decoder norm; "
+                              "set rescale_acts_by_decoder_norm=False")
         if self.d_out == 0:
             object.__setattr__(self, "d_out", self.d_in)
         if self.transcoder:
@@ -60,6 +71,17 @@ class Spec:
         return replace(self, **changes)
 
 
+def _widths(widths: Any, d_sae: int) -> tuple[int, ...]:
+    """Matryoshka prefix widths, strictly increasing and ending at d_sae (appended when missing, as SAELens does)."""
+    out = tuple(int(w) for w in widths)
+    if out and out[-1] < d_sae:
+        out = (*out, d_sae)
+    if not out or out[0] < 1 or out[-1] != d_sae or any(a >= b for a, b in zip(out, out[1:])):
+        raise ConfigError(f"matryoshka_widths {list(widths)!r} must be positive, strictly increasing and at most "
+                          f"d_sae={d_sae}, e.g. [{max(d_sae // 4, 1)}, {max(d_sae // 2, 1)}, {d_sae}]")
+    return out
+
+
 @struct.dataclass
 class Dictionary:
     """One dictionary's arrays and its Spec; under `jax.vmap` a stack of them (leading layer axis)."""
@@ -71,6 +93,8 @@ class Dictionary:
     threshold: jax.Array
     W_skip: jax.Array | None = None
     spec: Spec = struct.field(pytree_node=False, default=None)
+    b_mag: jax.Array | None = None  # gated: the magnitude path's bias
+    r_mag: jax.Array | None = None  # gated: the magnitude path's log scale of each encoder column
 
     # -- construction --------------------------------------------------------------
     @classmethod
@@ -79,31 +103,49 @@ class Dictionary:
         missing = [n for n in ("W_enc", "b_enc", "W_dec", "b_dec") if n not in params]
         if spec.skip and "W_skip" not in params:
             missing.append("W_skip")
+        if spec.architecture == "gated":
+            missing += [n for n in ("b_mag", "r_mag") if n not in params]
         if missing:
             raise ConfigError(f"dictionary parameters lack {', '.join(missing)}; have {', '.join(sorted(params))}")
         threshold = params.get("threshold")
         if threshold is None:
             threshold = jnp.zeros(jnp.shape(params["b_enc"]), jnp.result_type(params["b_enc"]))
+        gated = spec.architecture == "gated"
         return cls(params["W_enc"], params["b_enc"], params["W_dec"], params["b_dec"], threshold,
-                   params.get("W_skip") if spec.skip else None, spec)
+                   params.get("W_skip") if spec.skip else None, spec,
+                   params["b_mag"] if gated else None, params["r_mag"] if gated else None)
 
     @property
     def params(self) -> dict[str, jax.Array]:
         """The arrays by name (W_skip only for a skip transcoder)."""
         out = {"W_enc": self.W_enc, "b_enc": self.b_enc, "W_dec": self.W_dec, "b_dec": self.b_dec,
                "threshold": self.threshold}
-        if self.W_skip is not None:
-            out["W_skip"] = self.W_skip
+        for name in ("W_skip", "b_mag", "r_mag"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
     # -- encoding ------------------------------------------------------------------
+    def _projected(self, x: jax.Array) -> jax.Array:
+        """(x - b_dec) @ W_enc (x @ W_enc when b_dec is not applied to the input) [..., d_sae]."""
+        return (x - self.b_dec if self.spec.apply_b_dec_to_input else x) @ self.W_enc
+
     def hidden_pre(self, x: jax.Array) -> jax.Array:
-        """Pre-activations [..., d_sae]: (x - b_dec) @ W_enc + b_enc, times decoder norms when the spec rescales."""
-        sae_in = x - self.b_dec if self.spec.apply_b_dec_to_input else x
-        pre = sae_in @ self.W_enc + self.b_enc
+        """Pre-activations [..., d_sae]: (x - b_dec) @ W_enc + b_enc, times decoder norms when the spec rescales.
+
+        A gated dictionary's are its magnitude path's, `(x - b_dec) @ (W_enc * exp(r_mag)) + b_mag`.
+        """
+        z = self._projected(x)
+        if self.spec.architecture == "gated":
+            return z * jnp.exp(self.r_mag) + self.b_mag
+        pre = z + self.b_enc
         if self.spec.rescale_acts_by_decoder_norm:
             pre = pre * self.decoder_norms()
         return pre
+
+    def gate_pre(self, x: jax.Array) -> jax.Array:
+        """A gated dictionary's gate pre-activations (x - b_dec) @ W_enc + b_gate [..., d_sae]."""
+        return self._projected(x) + self.b_enc
 
     def decoder_norms(self) -> jax.Array:
         """The L2 norm of each decoder row [d_sae]."""
@@ -112,6 +154,8 @@ class Dictionary:
     def activate(self, pre: jax.Array) -> jax.Array:
         """Latents from pre-activations, at inference (BatchTopK acts as the JumpReLU it is saved as)."""
         arch = self.spec.architecture
+        if arch == "gated":
+            raise ConfigError("a gated dictionary's latents need its gate pre-activations too: use encode(x)")
         if arch == "standard":
             return jax.nn.relu(pre)
         if arch == "topk":
@@ -120,7 +164,10 @@ class Dictionary:
         return jax.nn.relu(pre) * (pre > jax.nn.relu(self.threshold))
 
     def encode(self, x: jax.Array) -> jax.Array:
-        """Latents [..., d_sae] of activations x [..., d_in]."""
+        """Latents [..., d_sae] of activations x [..., d_in]; gated: ReLU'd magnitudes where the gate is open."""
+        if self.spec.architecture == "gated":
+            z = self._projected(x)  # one matmul for both paths: exp(r_mag) scales W_enc's columns
+            return (z + self.b_enc > 0) * jax.nn.relu(z * jnp.exp(self.r_mag) + self.b_mag)
         return self.activate(self.hidden_pre(x))
 
     def encode_sparse(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -165,6 +212,8 @@ class Dictionary:
         folded = self.replace(W_enc=self.W_enc * norms, b_enc=self.b_enc * norms, W_dec=self.W_dec / norms[:, None])
         if not self.spec.rescale_acts_by_decoder_norm:  # JumpReLU: the threshold scales with the pre-activation
             folded = folded.replace(threshold=self.threshold * norms)
+        if self.b_mag is not None:  # gated: r_mag needs nothing, W_enc's columns carry the norms
+            folded = folded.replace(b_mag=self.b_mag * norms)
         return folded.replace(spec=self.spec.replace(rescale_acts_by_decoder_norm=False))
 
 
@@ -177,7 +226,7 @@ def scatter(values: jax.Array, indices: jax.Array, size: int) -> jax.Array:
 def init_params(key: jax.Array, spec: Spec, *, decoder_init_norm: float | None = 0.1,
                 init_threshold: float = 0.0, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
     """Fresh parameters as SAELens initializes them: Kaiming-uniform decoder rows scaled to `decoder_init_norm`,
-    the encoder its transpose (an SAE) or drawn alike (a transcoder), zero biases and skip."""
+    the encoder its transpose (an SAE) or drawn alike (a transcoder), zero biases, skip and gated r_mag."""
     dec_key, enc_key = jax.random.split(key)
     bound = (6.0 / spec.d_out) ** 0.5  # torch's kaiming_uniform_ on [d_sae, d_out]: fan_in = d_out, gain sqrt(2)
     W_dec = jax.random.uniform(dec_key, (spec.d_sae, spec.d_out), dtype, -bound, bound)
@@ -194,4 +243,6 @@ def init_params(key: jax.Array, spec: Spec, *, decoder_init_norm: float | None =
               "b_dec": jnp.zeros(spec.d_out, dtype), "threshold": jnp.full(spec.d_sae, init_threshold, dtype)}
     if spec.skip:
         params["W_skip"] = jnp.zeros((spec.d_in, spec.d_out), dtype)
+    if spec.architecture == "gated":
+        params.update(b_mag=jnp.zeros(spec.d_sae, dtype), r_mag=jnp.zeros(spec.d_sae, dtype))
     return params

@@ -16,7 +16,7 @@ from typing import Any
 
 import jax
 
-from ..capture import CaptureBackend, ModuleCall
+from ..capture import CaptureBackend, ModuleCall, tl_alias
 from ..capture.choose import resolve_backend
 from ..errors import UsageError
 from .core import Dictionary
@@ -33,7 +33,8 @@ class Site:
 
     @classmethod
     def parse(cls, text: str | Site) -> Site:
-        """`blocks_0/mlp` (the output) or `blocks_0/mlp:x` (the argument x)."""
+        """`blocks_0/mlp` (the output) or `blocks_0/mlp:x` (the argument x); a TransformerLens-style dotted name
+        (`blocks.0.hook_resid_post`) names the module path `blocks/0/hook_resid_post`."""
         if isinstance(text, Site):
             return text
         if not isinstance(text, str):
@@ -41,7 +42,7 @@ class Site:
         path, sep, arg = text.partition(":")
         if sep and not arg.isidentifier():
             raise UsageError(f"site {text!r}: after ':' comes an argument name of the module (e.g. 'x')")
-        return cls(path, arg or None)
+        return cls(tl_alias(path), arg or None)
 
     def read(self, call: ModuleCall, output: Any = None) -> Any:
         """The activation at this site of an intercepted call (its output, which the caller ran, or an argument)."""

@@ -4,7 +4,11 @@ Reconstruction: `mse_loss` = squared error summed over the output's features, av
 Sparsity: standard (ReLU) adds `l1_coefficient * mean_t ||f(x) * ||W_dec rows|| ||_p`; JumpReLU adds
 `l0_coefficient * mean_t L0` through a straight-through step of the threshold (rectangle kernel of
 `bandwidth`); TopK and BatchTopK add the AuxK loss: the top `d_in // 2` pre-activations of dead latents
-reconstruct the live latents' residual, scaled by min(dead / (d_in // 2), 1).
+reconstruct the live latents' residual, scaled by min(dead / (d_in // 2), 1). Gated adds the L1 of the
+ReLU'd gate pre-activations (scaled by decoder norms) and the auxiliary MSE of decoding them
+(`detach_gated_decoder`: through a frozen decoder, as the paper defines it; SAELens lets it train the
+decoder too). Matryoshka BatchTopK adds to BatchTopK's loss the MSE of every inner prefix of the latents
+(the first `w` latents decoded alone, for each width but the last).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .core import Dictionary, scatter
+from .core import BATCH_TOPK, Dictionary, scatter
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class LossConfig:
     l0_coefficient: float = 1.0  # jumprelu
     bandwidth: float = 0.05  # jumprelu: width of the straight-through rectangle
     aux_coefficient: float = 1.0  # topk, batchtopk: the AuxK dead-latent loss
+    detach_gated_decoder: bool = False  # gated: the auxiliary reconstruction leaves the decoder untrained
 
 
 def _rectangle(x: jax.Array) -> jax.Array:
@@ -88,7 +93,7 @@ def batch_topk(pre: jax.Array, k: int) -> jax.Array:
 def train_latents(d: Dictionary, pre: jax.Array, cfg: LossConfig) -> jax.Array:
     """Latents during training: BatchTopK over the batch, JumpReLU with its straight-through threshold."""
     arch = d.spec.architecture
-    if arch == "batchtopk":
+    if arch in BATCH_TOPK:
         return batch_topk(pre, d.spec.k)
     if arch == "jumprelu":
         return jumprelu(pre, jax.nn.relu(d.threshold), cfg.bandwidth)
@@ -124,6 +129,28 @@ def topk_codes(d: Dictionary, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jax.nn.relu(values), indices
 
 
+def prefix_outputs(d: Dictionary, latents: jax.Array, x: jax.Array | None = None) -> list[jax.Array]:
+    """The outputs of each Matryoshka prefix: latents [..., :w] decoded alone, for every width w (the last: all)."""
+    if d.spec.rescale_acts_by_decoder_norm:
+        latents = latents / d.decoder_norms()
+    out, start, outputs = d.b_dec + d._skip(x), 0, []
+    for width in d.spec.matryoshka_widths:
+        out = out + latents[..., start:width] @ d.W_dec[start:width]
+        outputs.append(out)
+        start = width
+    return outputs
+
+
+def gated_terms(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array,
+                cfg: LossConfig) -> dict[str, jax.Array]:
+    """Gated's L1 of the ReLU'd gate pre-activations and the auxiliary MSE of decoding them."""
+    gate = jax.nn.relu(d.gate_pre(x))
+    l1 = cfg.l1_coefficient * coefficient * jnp.mean(jnp.sum(gate * d.decoder_norms(), axis=-1))
+    frozen = jax.lax.stop_gradient(d) if cfg.detach_gated_decoder else d
+    via_gate = frozen.decode(gate, x)
+    return {"l1_loss": l1, "auxiliary_reconstruction_loss": jnp.mean(jnp.sum((via_gate - target) ** 2, axis=-1))}
+
+
 def _fired(latents: jax.Array) -> jax.Array:
     return jnp.any(latents != 0, axis=tuple(range(latents.ndim - 1)))
 
@@ -147,13 +174,21 @@ def loss(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array,
         l0 = jnp.mean(jnp.sum(values > 0, axis=-1))
     else:
         pre = d.hidden_pre(x)
-        latents = train_latents(d, pre, cfg)
-        out = d.decode(latents, x)
+        latents = d.encode(x) if arch == "gated" else train_latents(d, pre, cfg)
+        if arch == "matryoshka_batchtopk":
+            *inner, out = prefix_outputs(d, latents, x)
+            extra.update({f"inner_mse_loss_{w}": jnp.mean(jnp.sum((o - target) ** 2, axis=-1))
+                          for w, o in zip(d.spec.matryoshka_widths, inner)})
+        else:
+            out = d.decode(latents, x)
         fired, l0 = _fired(latents), jnp.mean(jnp.sum(latents != 0, axis=-1))
-        if arch == "batchtopk":
+        if arch in BATCH_TOPK:
             extra["min_positive"] = jnp.min(jnp.where(latents > 0, latents, jnp.inf))
     mse = jnp.mean(jnp.sum((out - target) ** 2, axis=-1))
-    if arch == "standard":
+    inner_terms = {k: extra.pop(k) for k in list(extra) if k.startswith("inner_mse_loss_")}
+    if arch == "gated":
+        terms = gated_terms(d, x, target, coefficient, cfg)
+    elif arch == "standard":
         weighted = latents * d.decoder_norms()
         sparsity = jnp.sum(jnp.abs(weighted) ** cfg.lp_norm, axis=-1) ** (1.0 / cfg.lp_norm)
         terms = {"l1_loss": cfg.l1_coefficient * coefficient * jnp.mean(sparsity)}
@@ -165,5 +200,6 @@ def loss(d: Dictionary, x: jax.Array, target: jax.Array, coefficient: jax.Array,
     else:
         aux = auxk_loss(d, target - out, d.hidden_pre(x), dead)
         terms = {"auxiliary_reconstruction_loss": cfg.aux_coefficient * aux}
+    terms.update(inner_terms)
     total = mse + sum(terms.values())
     return total, {"mse_loss": mse, **terms, "l0": l0, "fired": fired, "output": out, **extra}

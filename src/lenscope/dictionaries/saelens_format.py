@@ -1,7 +1,8 @@
 """SAELens' file format both ways: a folder with `cfg.json` and `sae_weights.safetensors` (no torch needed).
 
-Architectures map as SAELens names them: SAEs `standard`, `topk`, `jumprelu` (a BatchTopK dictionary is
-saved as the JumpReLU it acts as at inference, as SAELens does); transcoders `transcoder`,
+Architectures map as SAELens names them: SAEs `standard`, `topk`, `jumprelu`, `gated` (its `b_enc` is
+SAELens' `b_gate`; a BatchTopK or Matryoshka BatchTopK dictionary is saved as the JumpReLU it acts as at
+inference, as SAELens does); transcoders `transcoder`,
 `skip_transcoder`, `jumprelu_transcoder`, `jumprelu_skip_transcoder`. SAELens stores `W_skip` as
 [d_out, d_in]; lenscope's is its transpose. Decoder-norm ranking is folded into the weights on save.
 """
@@ -18,20 +19,20 @@ import numpy as np
 
 from ..errors import UsageError, hint
 from ..files import atomic_path
-from .core import Dictionary, Spec
+from .core import BATCH_TOPK, Dictionary, Spec
 
 CFG_FILENAME = "cfg.json"
 WEIGHTS_FILENAME = "sae_weights.safetensors"
 _TRANSCODERS = {"transcoder": ("standard", False), "skip_transcoder": ("standard", True),
                 "jumprelu_transcoder": ("jumprelu", False), "jumprelu_skip_transcoder": ("jumprelu", True)}
-_SAES = ("standard", "topk", "jumprelu")
+_SAES = ("standard", "topk", "jumprelu", "gated")
 FORMAT_VERSION = "6.0.0"  # the cfg.json layout written (SAELens reads older layouts through a converter)
 _NORMALIZATIONS = ("none", "expected_average_only_in")  # the latter is folded into the weights when saved
 
 
 def saelens_architecture(spec: Spec) -> str:
     """The SAELens architecture name a dictionary is saved under; a UsageError for one SAELens cannot hold."""
-    arch = "jumprelu" if spec.architecture == "batchtopk" else spec.architecture
+    arch = "jumprelu" if spec.architecture in BATCH_TOPK else spec.architecture
     if not spec.transcoder:
         return arch
     for name, (base, skip) in _TRANSCODERS.items():
@@ -48,7 +49,10 @@ def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, A
     arch = saelens_architecture(d.spec)
     if d.spec.rescale_acts_by_decoder_norm:
         d = d.fold_decoder_norms()
-    tensors = {"W_enc": d.W_enc, "b_enc": d.b_enc, "W_dec": d.W_dec, "b_dec": d.b_dec}
+    tensors = {"W_enc": d.W_enc, "b_gate" if arch == "gated" else "b_enc": d.b_enc, "W_dec": d.W_dec,
+               "b_dec": d.b_dec}
+    if arch == "gated":
+        tensors.update(b_mag=d.b_mag, r_mag=d.r_mag)
     if arch.startswith("jumprelu"):
         tensors["threshold"] = d.threshold
     if d.W_skip is not None:
@@ -103,4 +107,6 @@ def load_saelens(folder: str | os.PathLike) -> tuple[Dictionary, dict[str, Any]]
         tensors["threshold"] = jnp.exp(tensors.pop("log_threshold"))
     if "W_skip" in tensors:
         tensors["W_skip"] = jnp.swapaxes(tensors["W_skip"], 0, 1)
+    if "b_gate" in tensors:
+        tensors["b_enc"] = tensors.pop("b_gate")
     return Dictionary.of(spec, tensors), cfg

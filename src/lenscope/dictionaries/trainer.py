@@ -26,13 +26,14 @@ from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.data import ArrayData
 from ..training.lineage import Lineage, Mode, open_lineage
+from ..training.placement import Placement
 from ..training.state import TrainState
 from ..training.trainer import node_name, open_store
 from .activations import Activations, cached_activations, norm_scale
 from .config import SaeConfig
-from .core import Dictionary, Spec, init_params
+from .core import BATCH_TOPK, Dictionary, Spec, init_params
 from .losses import LossConfig, loss
-from .stack import DictionaryStack, unscale
+from .stack import DICTIONARY_RULES, DictionaryStack, unscale
 
 
 class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
@@ -56,6 +57,8 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
                 base = None
         self._model_trainer: Any = None
         super().__init__(config, base=base, store=store)
+        if self.args.mesh_rules is None:  # latents over `model`, tokens over `data` (the batch's leading dim)
+            self.placement = Placement(self.placement.mesh, DICTIONARY_RULES)
 
     def _peek_store_url(self, config: Any) -> str | None:
         """The store/url the config names (the store must be open to tell a model node from one of ours)."""
@@ -124,14 +127,15 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         d_in = self._stacked(acts, list(a.sites)).shape[-1]
         d_out = self._stacked(acts, list(a.targets)).shape[-1] if a.targets else 0
         return Spec(a.architecture, d_in, a.expansion * d_in, d_out=d_out, k=a.k, transcoder=a.targets is not None,
-                    skip=a.skip, rescale_acts_by_decoder_norm=a.rescale and a.architecture in ("topk", "batchtopk"))
+                    skip=a.skip, rescale_acts_by_decoder_norm=a.rescale and a.architecture in ("topk", *BATCH_TOPK),
+                    matryoshka_widths=tuple(a.matryoshka_widths or ()))
 
     @property
     def loss_config(self) -> LossConfig:
         """The loss coefficients from the config."""
         a = self.args
         return LossConfig(l1_coefficient=a.l1_coefficient, l0_coefficient=a.l0_coefficient, bandwidth=a.bandwidth,
-                          aux_coefficient=a.aux_coefficient)
+                          aux_coefficient=a.aux_coefficient, detach_gated_decoder=a.detach_gated_decoder)
 
     # -- BaseTrainer's construction hooks ----------------------------------------------
     def build_model(self) -> DictionaryStack:
@@ -212,19 +216,19 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
 
             return jax.value_and_grad(objective, has_aux=True)(params)
 
-        if a.architecture in ("topk", "batchtopk"):  # AuxK only while some latent is dead, as SAELens skips it
+        if a.architecture in ("topk", *BATCH_TOPK):  # AuxK only while some latent is dead, as SAELens skips it
             (total, terms), grads = jax.lax.cond(jnp.any(dead), partial(gradients, True), partial(gradients, False),
                                                  state.params)
         else:
             (total, terms), grads = gradients(False, state.params)
-        if a.architecture == "batchtopk":  # its threshold follows an average, not the gradient
+        if a.architecture in BATCH_TOPK:  # its threshold follows an average, not the gradient
             grads = {**grads, "threshold": jnp.zeros_like(grads["threshold"])}
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         fired, l0 = terms.pop("fired"), terms.pop("l0")  # [layers, d_sae], [layers]
         terms.pop("output")
         since = jnp.where(fired, 0, state.model_state["since_fired"] + 1)
-        if a.architecture == "batchtopk":
+        if a.architecture in BATCH_TOPK:
             params = {**params, "threshold": _threshold_ema(params["threshold"], terms.pop("min_positive"),
                                                             a.threshold_lr)}
         metrics = {**{k: v.mean() for k, v in terms.items()}, "loss": total, "grad_norm": optax.tree.norm(grads),
