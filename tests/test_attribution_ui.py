@@ -81,7 +81,7 @@ def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
         latents = {node_id.split("_")[1] for node_id in linked.evaluate_all("els => els.map(e => e.dataset.node)")}
         assert 0 < len(latents) <= 4 and linked.count() < kinds["feature"]
         latent = linked.first.get_attribute("data-node").split("_")[1]
-        linked.first.click()
+        linked.first.locator("circle").click()
         page.wait_for_selector("h1")
         assert f"/feature/{quote(sae, safe='')}/features.parquet/{latent}" in page.url
         assert page.locator("h1").inner_text().startswith(f"feature #{latent} of")
