@@ -16,17 +16,32 @@ import logging
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _peer_* helpers beside this script
 
-from _peer_common import Shape, configure_threads, interleaved, print_table  # noqa: E402
+from _peer_common import Shape, configure_threads, interleaved, load, print_table  # noqa: E402
 
 SIZES = (  # (shape, features per transcoder, prompt length); thresholds give ~10 and ~30 active features per token
     (Shape(layers=2, d_model=64, heads=4, seq=16, batch=1, vocab=256), 512, 16),
     (Shape(layers=4, d_model=128, heads=4, seq=32, batch=1, vocab=512), 1024, 32),
 )
 THRESHOLD = 1.0
+LENSCOPE, PEER = "lenscope Attributor.graph (compiled)", "circuit-tracer attribute()"
+
+
+def cpu_timed(record: list[float], fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn`, appending the CPU time of each call (ms, this process's threads) to `record`."""
+
+    def timed() -> Any:
+        start = time.process_time()
+        out = fn()
+        record.append((time.process_time() - start) * 1e3)
+        return out
+
+    return timed
 
 
 def main() -> int:
@@ -66,15 +81,20 @@ def main() -> int:
         gap = np.abs(mine.adjacency - reference).max() / np.abs(reference).max()
         if not (np.array_equal(mine.active_features, theirs.active_features.numpy()) and gap <= 1e-4):
             raise SystemExit(f"graphs differ (relative gap {gap:.1e}): not timing different work")
+        cpu: dict[str, list[float]] = {}
         times = interleaved({
-            "lenscope Attributor.graph (compiled)": lambda o=ours, w=params, t=prompt: o.graph(
-                w, t, batch_size=args.batch_size, progress=False),
-            "circuit-tracer attribute()": lambda m=peer, t=prompt: _ct_peer.graph(m, t, batch_size=args.batch_size),
+            LENSCOPE: cpu_timed(cpu.setdefault(LENSCOPE, []), lambda o=ours, w=params, t=prompt: o.graph(
+                w, t, batch_size=args.batch_size, progress=False)),
+            PEER: cpu_timed(cpu.setdefault(PEER, []), lambda m=peer, t=prompt: _ct_peer.graph(
+                m, t, batch_size=args.batch_size)),
         }, args.repeats, warmup=0)
-        print_table(f"{shape.describe()}; {d_features} features per layer, {len(mine.active_features)} active, "
-                    f"{mine.adjacency.shape[0]} nodes; batch {args.batch_size}; relative gap {gap:.1e}; lenscope's "
-                    f"first call with compilation {first * 1e3:.0f} ms", times,
-                    base="lenscope Attributor.graph (compiled)")
+        title = (f"{shape.describe()}; {d_features} features per layer, {len(mine.active_features)} active, "
+                 f"{mine.adjacency.shape[0]} nodes; batch {args.batch_size}; relative gap {gap:.1e}; lenscope's "
+                 f"first call with compilation {first * 1e3:.0f} ms; load average {load()}")
+        print_table(f"{title}\nwall time", times, base=LENSCOPE)
+        # interleaved() calls each method twice a round and times the second call: the CPU times of those
+        print_table("CPU time of the same calls (process time, all threads)",
+                    {name: values[1::2] for name, values in cpu.items()}, base=LENSCOPE)
         torch.set_num_threads(args.threads)
     return 0
 

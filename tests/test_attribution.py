@@ -80,7 +80,9 @@ def test_influence_ordering_keeps_exact_rows_and_compiles_once(setup):
     before = attributor.compilations
     part = attributor.graph(params, PROMPT, batch_size=32, max_feature_nodes=12, update_interval=1,
                             progress=False)
-    assert attributor.compilations == before == 2  # one setup program, one edge program (batch 32)
+    # one setup program and, for batch 32, one edge program per layer group: features of layer 0, of layer 1, and
+    # the logits' (the whole readout)
+    assert attributor.compilations == before == 4
     assert len(part.selected_features) == 12
     keep = np.concatenate([part.selected_features, np.arange(full.n_features, full.adjacency.shape[0])])
     rows = np.concatenate([part.selected_features,
@@ -92,6 +94,17 @@ def test_influence_ordering_keeps_exact_rows_and_compiles_once(setup):
     logit_rows = full.adjacency[-len(full.logit_targets):, :full.n_features]
     direct = (np.abs(logit_rows) / np.abs(logit_rows).sum(1, keepdims=True) * full.logit_probabilities[:, None])
     assert int(np.argmax(direct.sum(0))) in set(part.selected_features.tolist())
+
+
+def test_layer_groups_change_programs_not_rows(setup):
+    _, params, attributor, graph = setup
+    one = Attributor(attributor.model, attributor.transcoders, layer_groups=1)
+    same = one.graph(params, PROMPT, batch_size=32, progress=False)
+    assert one.compilations == 2  # one setup program, one edge program: every backward pass through all layers
+    np.testing.assert_allclose(same.adjacency, graph.adjacency, rtol=1e-5, atol=1e-6)
+    assert [attributor.top(layer) for layer in range(SHAPE.layers + 1)] == [1, 2, None]
+    with pytest.raises(UsageError, match="layer_groups must be >= 1"):
+        Attributor(attributor.model, attributor.transcoders, layer_groups=0)
 
 
 def test_pruning_keeps_tokens_and_logits(setup):

@@ -1,6 +1,7 @@
-"""Attribution graphs on the pretrained decoder (random tiny GPT-2, Llama and Gemma 2 configurations): the
-replacement model reproduces the decoder's logits, and every error and token edge plus 100 sampled feature edges
-match an actual intervention with attention patterns, norm scales and MLP outputs held (atol 1e-4, float32)."""
+"""Attribution graphs on the pretrained decoder (random tiny GPT-2, Llama and Gemma 2 configurations, and GPT-2 and
+Llama checkpoints saved by transformers): the replacement model reproduces the decoder's logits, and every error
+and token edge plus 100 sampled feature edges match an actual intervention with attention patterns, norm scales
+and MLP outputs held (atol 1e-4, float32)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from _attribution_models import transcoders  # noqa: E402
 
 from lenscope.attribution import Attributor, edge_errors  # noqa: E402
 from lenscope.attribution.decoder import DecoderReplacement  # noqa: E402
-from lenscope.models.pretrained import DecoderConfig, random_decoder  # noqa: E402
+from lenscope.models.pretrained import DecoderConfig, from_pretrained, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
 
 ROPE = inverse_frequencies({"rope_theta": 10000.0}, 8)
@@ -37,17 +38,32 @@ FAMILIES = {
 PROMPT = np.array([0, 5, 3, 7, 2, 9, 4])
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_pretrained_family_graph_matches_interventions(family: str) -> None:
-    decoder = random_decoder(FAMILIES[family], seed=0, std=0.3)
+def check_graph(decoder) -> None:
+    """The replacement model reproduces the decoder's logits; every error and token edge and 100 sampled feature
+    edges match an intervention in the frozen model (atol 1e-4)."""
     replacement = DecoderReplacement.of(decoder, lambda d: d)
     clean = replacement.clean(decoder, jnp.asarray(PROMPT))
     np.testing.assert_allclose(clean.logits, decoder(jnp.asarray(PROMPT)[None])[0], atol=1e-5)
-    attributor = Attributor(replacement, transcoders(2, 32, 48, threshold=0.1))
+    attributor = Attributor(replacement, transcoders(2, decoder.config.d_model, 48, threshold=0.1))
     graph = attributor.graph(decoder, PROMPT, batch_size=32, progress=False)
     assert graph.n_features >= 100
     rest = np.arange(graph.n_features, graph.adjacency.shape[0] - len(graph.logit_targets))
     sampled = np.random.default_rng(1).choice(graph.n_features, 100, replace=False)
     errors = edge_errors(attributor, decoder, graph, np.concatenate([rest, sampled]))
-    assert errors.max() <= 1e-4, f"{family}: worst edge off by {errors.max():.2e}"
-    assert attributor.compilations == 2
+    assert errors.shape[1] == len(rest) + 100
+    assert errors.max() <= 1e-4, f"{decoder.config.family}: worst edge off by {errors.max():.2e}"
+    assert attributor.compilations == 4  # setup; edges of layer-0 features, layer-1 features, logits
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_pretrained_family_graph_matches_interventions(family: str) -> None:
+    check_graph(random_decoder(FAMILIES[family], seed=0, std=0.3))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_saved_transformers_checkpoint_graph_matches_interventions(family: str) -> None:
+    """The same on tiny random models saved by transformers (save_pretrained) and loaded by lenscope."""
+    from hf_models import checkpoint, torch_or_skip
+
+    torch_or_skip()
+    check_graph(from_pretrained(checkpoint(family)[1]).model)

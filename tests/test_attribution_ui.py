@@ -1,19 +1,17 @@
 """The attribution graph page in a real browser (Debian's Chromium via Playwright): the node page links the
 graph file's page, which draws every node of the pruned graph (tokens at the bottom, logits at the top) and every
-link, with width by |weight| and colour by sign."""
+link, with width by |weight| and colour by sign; a feature with a dashboard opens its dashboard page."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from browser import ARGS, CHROMIUM, ui_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 if not CHROMIUM.exists():
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
@@ -23,20 +21,27 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 @pytest.fixture(scope="module")
 def graph_node(tmp_path_factory):
-    """A grokking trainer's attribution graph on its node; (store folder, node, the graph file)."""
-    from _attribution_models import transcoders
-
+    """A short grokking run, a transcoder job on it (its dashboards kept for 4 latents) and the graph of one prompt
+    with the transcoders named by their node; (store folder, graph node, the graph file, transcoder node)."""
     import lenscope
-    from lenscope.examples.grokking import GrokTrainer
+    from lenscope.cli import main
 
     root = tmp_path_factory.mktemp("graph_ui")
-    trainer = GrokTrainer(["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8",
-                           f"store/url={root}/runs", f"logging/results={root}/results"])
-    cfg = lenscope.AnalysisCfg(analysis="compute_attribution_graph",
-                               params={"transcoders": transcoders(1, 16, 128, bias=0.5), "skip_positions": 0})
-    entry = trainer.run_analysis(cfg).entry("compute_attribution_graph")
-    document = json.loads(trainer.store.get(entry.node).artifacts["compute_attribution_graph"].content)
-    return root / "runs", entry.node, document
+    store, results = str(root / "runs"), f"logging/results={root}/results"
+    model_args = ["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8",
+                  "training/steps=20", "logging/validation_interval=20", "logging/checkpoint_interval=20", results]
+    model = lenscope.run_job("grokking/train", model_args, store=store)
+    sae = lenscope.run_job("grokking/sae", [
+        "sae/sites=[blocks_0/mlp:x]", "sae/targets=[blocks_0/mlp]", "sae/architecture=topk", "sae/k=8",
+        "sae/expansion=8", "sae/dashboards=4", "training/steps=20", "training/batch_size=64",
+        "logging/validation_interval=20", "logging/checkpoint_interval=20", results], base=model, store=store)
+    # the op from the command line, as docs/attribution.md shows; it attaches to the --base node
+    assert main(["run", "grokking/train", *model_args, "--base", str(model), "--store", store, "--analysis",
+                 f"compute_attribution_graph,transcoders={sae},skip_positions=0,node_threshold=1.0,"
+                 "edge_threshold=1.0"]) == 0
+    with lenscope.Store(store) as opened:
+        document = json.loads(opened.get(model).artifacts["compute_attribution_graph"].content)
+    return root / "runs", str(model), document, str(sae)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +51,7 @@ def server(graph_node):
 
 
 def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
-    _, node, document = graph_node
+    _, node, document, sae = graph_node
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -60,10 +65,9 @@ def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
         kinds = {kind: page.locator(f"svg.graph g.node.{kind}").count() for kind in ("token", "logit", "feature")}
         expected = {kind: sum(n["feature_type"] == name for n in document["nodes"]) for kind, name in
                     (("token", "embedding"), ("logit", "logit"), ("feature", "cross layer transcoder"))}
-        assert kinds == expected and kinds["token"] == 3 and kinds["feature"] > 0
+        assert kinds == expected and kinds["token"] == 3 and kinds["feature"] > 4
         assert page.locator("svg.graph line.link").count() == len(document["links"])
-        colours = {page.locator("svg.graph line.link").nth(i).get_attribute("stroke")
-                   for i in range(len(document["links"]))}
+        colours = set(page.locator("svg.graph line.link").evaluate_all("els => els.map(e => e.getAttribute('stroke'))"))
         assert colours <= {"#2166ac", "#b2182b"}
         tokens = page.locator("svg.graph g.node.token").evaluate_all("els => els.map(e => e.getBBox().y)")
         logits = page.locator("svg.graph g.node.logit").evaluate_all("els => els.map(e => e.getBBox().y)")
@@ -72,5 +76,14 @@ def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
         page.screenshot(path=str(shot), full_page=True)
         if os.environ.get("LENSCOPE_UI_SHOTS"):
             shutil.copy(shot, Path(os.environ["LENSCOPE_UI_SHOTS"]) / shot.name)
+        # a feature with a dashboard (the job kept 4) links to it; the others, of latents without one, link nowhere
+        linked = page.locator("svg.graph a g.node.feature")
+        latents = {node_id.split("_")[1] for node_id in linked.evaluate_all("els => els.map(e => e.dataset.node)")}
+        assert 0 < len(latents) <= 4 and linked.count() < kinds["feature"]
+        latent = linked.first.get_attribute("data-node").split("_")[1]
+        linked.first.locator("circle").click()
+        page.wait_for_selector("h1")
+        assert f"/feature/{quote(sae, safe='')}/features.parquet/{latent}" in page.url
+        assert page.locator("h1").inner_text().startswith(f"feature #{latent} of")
         browser.close()
     assert errors == []

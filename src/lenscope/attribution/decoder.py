@@ -94,7 +94,9 @@ class DecoderReplacement:
         return model, mlp_in, final
 
     @staticmethod
-    def _readout(mlp_in: list[list], final: list[list]) -> Readout:
+    def _readout(mlp_in: list[list], final: list[list], layers: int | None = None) -> Readout:
+        if layers is not None:  # the rest is not an output: nothing above is on the backward pass
+            return Readout(jnp.stack([sink[0][0] for sink in mlp_in[:layers]]), None)
         return Readout(jnp.stack([sink[0][0] for sink in mlp_in]), final[0][0][0])
 
     def clean(self, params: Any, tokens: Array) -> CleanPass:
@@ -110,15 +112,16 @@ class DecoderReplacement:
                          tuple(sink[0] for sink in frozen))
 
     def frozen(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, embed_delta: Array,
-               mlp_delta: Array) -> Readout:
-        """The forward with patterns and scales held, MLP outputs `mlp_out + mlp_delta`, embeddings + delta."""
+               mlp_delta: Array, layers: int | None = None) -> Readout:
+        """The forward with patterns and scales held, MLP outputs `mlp_out + mlp_delta`, embeddings + delta (with
+        `layers`: the first `layers` MLP inputs only)."""
         model = self.bound(params)
         model, mlp_in, final = self._tapped(model, Shift(embed_delta[None]))
         model = eqx.tree_at(_frozen_sites, model, [Held(v) for v in frozen])
         model = eqx.tree_at(lambda m: [b.hook_mlp_out for b in m.blocks], model,
                             [Held(mlp_out[i][None], mlp_delta[i][None]) for i in range(self.n_layers)])
         model(tokens[None])
-        return self._readout(mlp_in, final)
+        return self._readout(mlp_in, final, layers)
 
     def intervened(self, params: Any, tokens: Array, mlp_delta: Array) -> Array:
         """The ordinary forward with `mlp_delta` added to every MLP's output; the logits."""

@@ -2,7 +2,7 @@
 
 A row is one target node (a feature's encoder direction at its MLP input, or a logit's demeaned unembedding
 direction at the final residual); its entries are the direct linear effects of every source node (active
-features, error nodes, token embeddings). One compiled program per batch shape.
+features, error nodes, token embeddings). One compiled program per batch shape and layer group.
 """
 
 from __future__ import annotations
@@ -39,26 +39,38 @@ class Targets(NamedTuple):
     vector: Array  # [B, d_model]
 
 
-def cotangents(targets: Targets, n_layers: int, n_pos: int) -> Readout:
-    """The batch of readout cotangents [B, ...] that select each target's direction at its site."""
-    site = (jax.nn.one_hot(targets.layer, n_layers + 1, dtype=targets.vector.dtype)[:, :, None, None]
+def cotangents(targets: Targets, n_layers: int, n_pos: int, top: int | None) -> Readout | Array:
+    """The batch of readout cotangents [B, ...] that select each target's direction at its site: of the whole
+    Readout, or (`top` given) of the first `top` layers' MLP inputs only."""
+    n_sites = n_layers + 1 if top is None else top
+    site = (jax.nn.one_hot(targets.layer, n_sites, dtype=targets.vector.dtype)[:, :, None, None]
             * jax.nn.one_hot(targets.pos, n_pos, dtype=targets.vector.dtype)[:, None, :, None]
             * targets.vector[:, None, None, :])
-    return Readout(site[:, :n_layers], site[:, n_layers])
+    return site if top is not None else Readout(site[:, :n_layers], site[:, n_layers])
 
 
 def attribution_rows(model: ReplacementModel, params: Any, tokens: Array, frozen: Any, mlp_out: Array,
-                     sources: Sources, targets: Targets) -> Array:
-    """Rows [B, F + n_layers * n_pos + n_pos]: each target's direct effect from each source node."""
+                     sources: Sources, targets: Targets, top: int | None = None) -> Array:
+    """Rows [B, F + n_layers * n_pos + n_pos]: each target's direct effect from each source node.
+
+    With `top` (static), every target is a feature below layer `top` and the program reads only the first `top`
+    layers' MLP inputs: the backward pass starts at layer `top - 1`, and only sources below it are multiplied.
+    """
     n_layers, n_pos, d = mlp_out.shape
 
-    def readout(embed_delta: Array, mlp_delta: Array) -> Readout:
-        return model.frozen(params, tokens, frozen, mlp_out, embed_delta, mlp_delta)
+    def readout(embed_delta: Array, mlp_delta: Array) -> Readout | Array:
+        out = model.frozen(params, tokens, frozen, mlp_out, embed_delta, mlp_delta, top)
+        return out if top is None else out.mlp_in
 
     _, pullback = jax.vjp(readout, jnp.zeros((n_pos, d), mlp_out.dtype), jnp.zeros_like(mlp_out))
-    grad_embed, grad_mlp = jax.vmap(pullback)(cotangents(targets, n_layers, n_pos))
-    per_site = jnp.einsum("bsd,sfd->bsf", grad_mlp.reshape(grad_mlp.shape[0], n_layers * n_pos, d), sources.by_site)
+    grad_embed, grad_mlp = jax.vmap(pullback)(cotangents(targets, n_layers, n_pos, top))
+    batch, n_sites = grad_mlp.shape[0], n_layers * n_pos
+    used = n_sites if top is None else (top - 1) * n_pos  # a source at layer top - 1 or above reaches no target
+    per_site = jnp.einsum("bsd,sfd->bsf", grad_mlp.reshape(batch, n_sites, d)[:, :used], sources.by_site[:used])
+    per_site = jnp.pad(per_site, ((0, 0), (0, n_sites - used), (0, 0)))
     features = per_site[:, sources.site, sources.slot]
-    errors = jnp.einsum("blpd,lpd->blp", grad_mlp, sources.errors).reshape(grad_mlp.shape[0], -1)
-    tokens_ = jnp.einsum("bpd,pd->bp", grad_embed, sources.tokens)
+    # products and sums, not einsums: XLA's CPU backend lowers these as one small dot per (layer, position),
+    # which took longer than the whole backward pass
+    errors = (grad_mlp * sources.errors).sum(-1).reshape(batch, -1)
+    tokens_ = (grad_embed * sources.tokens).sum(-1)
     return jnp.concatenate([features, errors, tokens_], axis=1)

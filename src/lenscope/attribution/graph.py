@@ -72,7 +72,9 @@ def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int
                   desired_logit_prob: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """circuit-tracer's salient logits at the last position: the most probable outputs, up to `max_n_logits`, until
     their probability reaches `desired_logit_prob`; (indices, probabilities, demeaned unembedding rows [K, d])."""
-    probs = np.asarray(jax.nn.softmax(jnp.asarray(logits[-1], jnp.float32)))
+    last = np.asarray(logits[-1], np.float32)
+    probs = np.exp(last - last.max())  # softmax on the host: one small vector, no device round trip
+    probs /= probs.sum()
     top = np.argsort(-probs, kind="stable")[:max_n_logits]
     cutoff = int(np.searchsorted(np.cumsum(probs[top]), desired_logit_prob)) + 1
     chosen = top[:cutoff]
@@ -80,7 +82,8 @@ def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int
     return chosen, probs[chosen], vectors
 
 
-def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int, n_pos: int) -> tuple[Array, Array, Array]:
+def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int,
+            n_pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(site, slot, rows by site [n_layers * n_pos, slots, d]) of features sorted by (layer, position, feature)."""
     site = features[:, 0] * n_pos + features[:, 1]
     starts = np.searchsorted(site, np.arange(n_layers * n_pos))
@@ -88,14 +91,18 @@ def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int, n_pos: int
     grid = np.zeros((n_layers * n_pos, max(int(slot.max()) + 1 if len(slot) else 1, 1), decoder.shape[1]),
                     np.float32)
     grid[site, slot] = decoder
-    return jnp.asarray(site, jnp.int32), jnp.asarray(slot, jnp.int32), jnp.asarray(grid)
+    return site.astype(np.int32), slot.astype(np.int32), grid
 
 
 class Attributor:
     """Attribution graphs of one replacement model and its per-layer transcoders; its compiled programs are kept,
-    so graphs of prompts of one length reuse one setup program and one edge program per batch size."""
+    so graphs of prompts of one length reuse one setup program and, per batch size, one edge program per layer
+    group (`layer_groups`: a batch of features below a group's top layer starts its backward pass there, as
+    circuit-tracer's starts at the batch's highest layer; the last group's program also serves the logits)."""
 
-    def __init__(self, model: ReplacementModel, transcoders: Sequence[Transcoder]) -> None:
+    def __init__(self, model: ReplacementModel, transcoders: Sequence[Transcoder], layer_groups: int = 4) -> None:
+        if int(layer_groups) < 1:
+            raise UsageError(f"layer_groups must be >= 1 (1: one edge program for every batch), got {layer_groups!r}")
         if len(transcoders) != model.n_layers:
             raise UsageError(f"attribution needs one transcoder per layer: the model has {model.n_layers} layers, "
                              f"got {len(transcoders)} transcoders")
@@ -111,16 +118,18 @@ class Attributor:
                 raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
         self.model, self.transcoders = model, tuple(transcoders)
+        n_layers = model.n_layers  # the layer counts the edge programs read up to; None: the whole readout
+        self._tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})
         self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
         # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
         # batch of rows, so it gets XLA's full optimization
         self._setup = jax.jit(self._setup_fn, static_argnums=2, compiler_options=QUICK)
-        self._rows = jax.jit(self._rows_fn)
+        self._rows = jax.jit(self._rows_fn, static_argnums=6)
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
 
     @property
     def compilations(self) -> int:
-        """Programs compiled so far (setup and edge programs, one per argument shape each)."""
+        """Programs compiled so far (setup and edge programs, one per argument shape and layer group each)."""
         return self._setup._cache_size() + self._rows._cache_size()
 
     def _setup_fn(self, params: Any, tokens: Array, skip: int) -> tuple:
@@ -135,8 +144,12 @@ class Attributor:
                 self.model.unembedding(params))
 
     def _rows_fn(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, sources: Sources,
-                 targets: Targets) -> Array:
-        return attribution_rows(self.model, params, tokens, frozen, mlp_out, sources, targets)
+                 targets: Targets, top: int | None) -> Array:
+        return attribution_rows(self.model, params, tokens, frozen, mlp_out, sources, targets, top)
+
+    def top(self, highest: int) -> int | None:
+        """The edge program for a batch whose highest target layer is `highest` (n_layers: a logit)."""
+        return next((top for top in self._tops if top > highest), None)
 
     def intervened(self, params: Any, tokens: Any, mlp_deltas: Array) -> Array:
         """Logits [B, n_pos, n_out] of the ordinary forward with each of a batch of MLP-output deltas."""
@@ -145,12 +158,13 @@ class Attributor:
     def prepare(self, params: Any, tokens: Any, skip_positions: int = 1) -> Prepared:
         """The clean forward on tokens [n_pos]: frozen values, active features (none in the first `skip_positions`
         positions, as circuit-tracer ignores its BOS position), error and token vectors."""
-        tokens = jnp.asarray(tokens, jnp.int32)
+        tokens = np.asarray(tokens, np.int32)
         if tokens.ndim != 1 or tokens.shape[0] < 1:
             raise UsageError(f"attribution needs one prompt of token ids [n_pos], got shape {tuple(tokens.shape)}")
         if not 0 <= int(skip_positions) < tokens.shape[0]:
             raise UsageError(f"skip_positions must be in [0, {tokens.shape[0]}) for {tokens.shape[0]} positions, "
                              f"got {skip_positions!r}")
+        tokens = jax.device_put(tokens)
         clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, int(skip_positions))
         found, values, encoders, decoders = [], [], [], []
         for layer, (a, (w_enc, w_dec)) in enumerate(zip(acts, self._host)):
@@ -163,80 +177,96 @@ class Attributor:
         features = np.concatenate(found).astype(np.int32)
         activations = np.concatenate(values)
         decoder = np.concatenate(decoders)
-        sources = Sources(*by_site(features, decoder, self.model.n_layers, int(tokens.shape[0])), errors, token_vecs)
+        sources = jax.device_put(Sources(*by_site(features, decoder, self.model.n_layers, int(tokens.shape[0])),
+                                         errors, token_vecs))  # once: every batch of rows reads them
         return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
                         activations, np.asarray(clean.logits), unembedding, decoder)
 
     def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
-             batch_size: int) -> np.ndarray:
-        """Attribution rows of the given targets, `batch_size` at a time (the last batch padded: one shape)."""
-        out = []
+             batch_size: int, out: np.ndarray, dest: np.ndarray) -> None:
+        """Attribution rows of the given targets (in layer order: fewer programs reach the top) into
+        `out[dest]`, `batch_size` at a time (the last batch padded: one shape per layer group)."""
         for start in range(0, len(layer), batch_size):
             stop = min(start + batch_size, len(layer))
-            pad = batch_size - (stop - start)
-            targets = Targets(jnp.asarray(np.pad(layer[start:stop], (0, pad)), jnp.int32),
-                              jnp.asarray(np.pad(pos[start:stop], (0, pad)), jnp.int32),
-                              jnp.asarray(np.pad(np.asarray(vectors[start:stop], np.float32), ((0, pad), (0, 0)))))
-            block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets)
-            out.append(np.asarray(block)[: stop - start])
-        return np.concatenate(out) if out else np.zeros((0, 0))
+            # NumPy arguments, padded on the host: the compiled call moves them (no eager conversions per batch)
+            targets = Targets(np.zeros(batch_size, np.int32), np.zeros(batch_size, np.int32),
+                              np.zeros((batch_size, np.shape(vectors)[1]), np.float32))
+            targets.layer[: stop - start], targets.pos[: stop - start] = layer[start:stop], pos[start:stop]
+            targets.vector[: stop - start] = vectors[start:stop]
+            block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets,
+                               self.top(int(layer[start:stop].max())))
+            out[dest[start:stop], : block.shape[1]] = np.asarray(block)[: stop - start]
 
     def graph(self, params: Any, tokens: Any, *, max_n_logits: int = 10, desired_logit_prob: float = 0.95,
               batch_size: int = 256, max_feature_nodes: int | None = None, skip_positions: int = 1,
               update_interval: int = 4, progress: bool = True) -> AttributionGraph:
-        """The dense graph of a prompt: logit rows first, then feature rows in order of estimated influence."""
+        """The dense graph of a prompt: every active feature's row, or (`max_feature_nodes`) logit rows first, then
+        feature rows in order of estimated influence."""
         if batch_size < 1 or max_n_logits < 1 or update_interval < 1:
             raise UsageError(f"batch_size, max_n_logits and update_interval must be >= 1, got {batch_size}, "
                              f"{max_n_logits}, {update_interval}")
         prepared = self.prepare(params, tokens, skip_positions)
-        n_layers, n_pos = self.model.n_layers, int(prepared.tokens.shape[0])
         chosen, probs, logit_vecs = select_logits(prepared.logits, np.asarray(prepared.unembedding),
                                                   max_n_logits, desired_logit_prob)
-        n_active, n_logits = len(prepared.features), len(chosen)
+        n_active = len(prepared.features)
+        budget = n_active if max_feature_nodes is None else min(int(max_feature_nodes), n_active)
+        bar = Progress(budget, desc="attribution") if progress else None
+        if budget == n_active:
+            selected, adjacency = self._every_feature(params, prepared, logit_vecs, batch_size, bar)
+        else:
+            selected, adjacency = self._by_influence(params, prepared, logit_vecs, probs, budget,
+                                                     batch_size * update_interval, batch_size, bar)
+        if bar is not None:
+            bar.close()
+        return AttributionGraph(np.asarray(prepared.tokens), prepared.features, prepared.activations, selected,
+                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, self.model.n_layers,
+                                np.asarray(logit_vecs, np.float32))
+
+    def _every_feature(self, params: Any, prepared: Prepared, logit_vecs: np.ndarray, batch_size: int,
+                       bar: Progress | None) -> tuple[np.ndarray, np.ndarray]:
+        """(selected, adjacency) with a row for every active feature: no ordering needed, so the rows go in
+        layer order (features layer-major, then the logits) straight into the adjacency."""
+        n_active, n_logits, (n_layers, n_pos, _) = len(prepared.features), len(logit_vecs), prepared.mlp_out.shape
+        logit_offset = n_active + (n_layers + 1) * n_pos
+        adjacency = np.zeros((logit_offset + n_logits,) * 2, np.float32)
+        self.rows(params, prepared, np.concatenate([prepared.features[:, 0], np.full(n_logits, n_layers)]),
+                  np.concatenate([prepared.features[:, 1], np.full(n_logits, n_pos - 1)]),
+                  np.concatenate([prepared.encoders, logit_vecs]), batch_size, adjacency,
+                  np.concatenate([np.arange(n_active), logit_offset + np.arange(n_logits)]))
+        if bar is not None:
+            bar.update(n_active)
+        return np.arange(n_active), adjacency
+
+    def _by_influence(self, params: Any, prepared: Prepared, logit_vecs: np.ndarray, probs: np.ndarray, budget: int,
+                      chunk: int, batch_size: int, bar: Progress | None) -> tuple[np.ndarray, np.ndarray]:
+        """(selected, adjacency) of the `budget` features of highest estimated influence: logit rows first, then
+        `chunk` features at a time, each chunk the most influential on the logits through the rows so far."""
+        n_active, n_logits, (n_layers, n_pos, _) = len(prepared.features), len(logit_vecs), prepared.mlp_out.shape
         logit_offset = n_active + (n_layers + 1) * n_pos
         n_total = logit_offset + n_logits
-        budget = n_active if max_feature_nodes is None else min(int(max_feature_nodes), n_active)
         edges = np.zeros((budget + n_logits, n_total), np.float32)
         row_node = np.zeros(budget + n_logits, np.int64)
         row_node[:n_logits] = logit_offset + np.arange(n_logits)
+        self.rows(params, prepared, np.full(n_logits, n_layers), np.full(n_logits, n_pos - 1), logit_vecs,
+                  batch_size, edges, np.arange(n_logits))
         visited = np.zeros(n_active, bool)
-        bar = Progress(budget, desc="attribution") if progress else None
-        if budget == n_active:  # no ordering needed: logit and feature rows share the batches
-            layers = np.concatenate([np.full(n_logits, n_layers), prepared.features[:, 0]])
-            positions = np.concatenate([np.full(n_logits, n_pos - 1), prepared.features[:, 1]])
-            vectors = np.concatenate([logit_vecs, prepared.encoders])
-            edges[:, :logit_offset] = self.rows(params, prepared, layers, positions, vectors, batch_size)
-            row_node[n_logits:] = np.arange(n_active)
-            visited[:] = True
-            if bar is not None:
-                bar.update(n_active)
-        else:
-            edges[:n_logits, :logit_offset] = self.rows(
-                params, prepared, np.full(n_logits, n_layers), np.full(n_logits, n_pos - 1), logit_vecs, batch_size)
-        filled = n_logits + (budget if budget == n_active else 0)
+        filled = n_logits
         while filled - n_logits < budget:
-            left = budget - (filled - n_logits)
             influence = partial_influence(edges[:filled], row_node[:filled], probs)[:n_active]
             ranked = np.argsort(-influence, kind="stable")
-            pending = ranked[~visited[ranked]][: min(update_interval * batch_size, left)]
-            block = self.rows(params, prepared, prepared.features[pending, 0], prepared.features[pending, 1],
-                              prepared.encoders[pending], batch_size)
-            edges[filled: filled + len(pending), :logit_offset] = block
+            pending = ranked[~visited[ranked]][: min(chunk, budget - (filled - n_logits))]
+            pending = pending[np.argsort(prepared.features[pending, 0], kind="stable")]  # layer order
+            self.rows(params, prepared, prepared.features[pending, 0], prepared.features[pending, 1],
+                      prepared.encoders[pending], batch_size, edges, filled + np.arange(len(pending)))
             row_node[filled: filled + len(pending)] = pending
             visited[pending] = True
             filled += len(pending)
             if bar is not None:
                 bar.update(len(pending))
-        if bar is not None:
-            bar.close()
         selected = np.flatnonzero(visited)
-        if budget < n_active:
-            edges = edges[:, np.concatenate([selected, np.arange(n_active, n_total)])]
-        edges = edges[np.argsort(row_node, kind="stable")]
+        edges = edges[np.argsort(row_node, kind="stable")][:, np.concatenate([selected, np.arange(n_active, n_total)])]
         size = edges.shape[1]
         adjacency = np.zeros((size, size), np.float32)
         adjacency[:budget] = edges[:budget]
         adjacency[size - n_logits:] = edges[budget:]
-        return AttributionGraph(np.asarray(prepared.tokens), prepared.features, prepared.activations, selected,
-                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, n_layers,
-                                np.asarray(logit_vecs, np.float32))
+        return selected, adjacency

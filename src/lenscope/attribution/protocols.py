@@ -29,7 +29,7 @@ class Readout(NamedTuple):
     """What the frozen forward exposes to the graph: every MLP's input and the normalized final residual."""
 
     mlp_in: Array  # [n_layers, n_pos, d_model]
-    final: Array  # [n_pos, d_model], the unembedding's input
+    final: Array | None  # [n_pos, d_model], the unembedding's input (None when asked for the first layers only)
 
 
 class CleanPass(NamedTuple):
@@ -53,9 +53,10 @@ class ReplacementModel(Protocol):
         ...
 
     def frozen(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, embed_delta: Array,
-               mlp_delta: Array) -> Readout:
+               mlp_delta: Array, layers: int | None = None) -> Readout:
         """The forward with patterns and norm scales from `frozen`, MLP outputs `mlp_out + mlp_delta`, and
-        `embed_delta` [n_pos, d_model] added to the token embeddings."""
+        `embed_delta` [n_pos, d_model] added to the token embeddings; with `layers`, only the first `layers` MLP
+        inputs (`final` None), so that nothing above them is on the backward pass."""
         ...
 
     def intervened(self, params: Any, tokens: Array, mlp_delta: Array) -> Array:

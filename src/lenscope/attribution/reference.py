@@ -68,7 +68,7 @@ class ReferenceTransformer:
         return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None)
 
     def _run(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array | None, embed_delta: Array | None,
-             mlp_delta: Array | None) -> tuple[Readout, Array, Array, Any]:
+             mlp_delta: Array | None, layers: int | None = None) -> tuple[Readout, Array, Array, Any]:
         model = self.bound(params)
         seq = check_length(tokens[None], model.seq_len)
         embedded = model.embed(tokens[None])[0]
@@ -102,7 +102,8 @@ class ReferenceTransformer:
         final = norm(getattr(model, "ln_final", None), x, 2 * self.n_layers)
         logits = model.unembed(final[None])[0]
         record = {"patterns": tuple(patterns), "scales": tuple(scales)}
-        return Readout(jnp.stack(ins), final), jnp.stack(outs), logits, record
+        readout = Readout(jnp.stack(ins), final) if layers is None else Readout(jnp.stack(ins[:layers]), None)
+        return readout, jnp.stack(outs), logits, record
 
     def clean(self, params: Any, tokens: Array) -> CleanPass:
         """The ordinary forward on tokens [n_pos] (the model's own logits), recording patterns and scales."""
@@ -110,10 +111,12 @@ class ReferenceTransformer:
         return CleanPass(readout, outs, logits, record)
 
     def frozen(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, embed_delta: Array,
-               mlp_delta: Array) -> Readout:
-        """The forward with patterns, scales and MLP outputs held at `frozen` / `mlp_out`, plus the deltas."""
+               mlp_delta: Array, layers: int | None = None) -> Readout:
+        """The forward with patterns, scales and MLP outputs held at `frozen` / `mlp_out`, plus the deltas (with
+        `layers`: the first `layers` MLP inputs only; what lies above is left for XLA to drop)."""
         record = jax.tree_util.tree_map(jax.lax.stop_gradient, frozen)
-        readout, _, _, _ = self._run(params, tokens, record, jax.lax.stop_gradient(mlp_out), embed_delta, mlp_delta)
+        readout, _, _, _ = self._run(params, tokens, record, jax.lax.stop_gradient(mlp_out), embed_delta, mlp_delta,
+                                     layers)
         return readout
 
     def intervened(self, params: Any, tokens: Array, mlp_delta: Array) -> Array:

@@ -68,8 +68,9 @@ def graph_nodes(graph: AttributionGraph, pruned: Pruned, token_text: TokenText) 
 
 def graph_links(graph: AttributionGraph, pruned: Pruned,
                 nodes: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The kept edges between kept nodes as {source, target, weight}."""
-    targets, sources = np.nonzero(pruned.edge_mask)
+    """The kept edges between kept nodes as {source, target, weight}; none of weight zero (an edge threshold of 1.0
+    keeps every edge, the structurally absent ones included: a feature does not feed its own layer)."""
+    targets, sources = np.nonzero(pruned.edge_mask & (graph.adjacency != 0))
     return [{"source": nodes[s]["node_id"], "target": nodes[t]["node_id"], "weight": float(graph.adjacency[t, s])}
             for t, s in zip(targets.tolist(), sources.tolist()) if s in nodes and t in nodes]
 

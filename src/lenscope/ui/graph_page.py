@@ -6,14 +6,20 @@ Only numbers and strings come out of here; the template writes the SVG (so every
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-COLUMN, ROW, MARGIN, TOP = 150, 90, 70, 40
+from lenscope.store import StoreReader
+from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+
+COLUMN, ROW, MARGIN, TOP = 150, 100, 70, 40
+STEP, CROWD = 22, 24  # a cell's node spacing, and how many nodes a cell widens its column for
 KEYS = {"metadata", "qParams", "nodes", "links"}
 
 
@@ -38,6 +44,7 @@ class Dot:
     title: str
     href: str = ""
     short: str = ""  # drawn beside the node: the output token of a logit, the index of a feature
+    short_y: float = 0.0  # where: above the node, or below it where labels would collide
 
 
 @dataclass
@@ -80,19 +87,51 @@ def _kind(node: dict[str, Any]) -> str:
                                                                                             "feature")
 
 
+def dashboard_table(layer: int) -> str:
+    """The dashboard table of a dictionary job's layer: `features.parquet` for layer 0, `features_L.parquet`."""
+    return "features.parquet" if layer == 0 else f"features_{layer}.parquet"
+
+
 def feature_href(scan: str, layer: int, feature: int) -> str:
-    """The dashboard page of a feature when the graph's `scan` is the transcoders' node (the feature page of that
-    layer's dashboard table, `features.parquet` or `features_L.parquet`); '' otherwise."""
+    """The dashboard page of a feature when the graph's `scan` is the transcoders' node; '' otherwise."""
     if "@" not in scan:
         return ""
-    table = "features.parquet" if layer == 0 else f"features_{layer}.parquet"
-    return f"/feature/{quote(scan, safe='')}/{table}/{feature}"
+    return f"/feature/{quote(scan, safe='')}/{dashboard_table(layer)}/{feature}"
 
 
-def layout(document: dict[str, Any]) -> Layout:
-    """Positions of every node and link; feature nodes link to their dashboard (see feature_href)."""
+def dashboards(store: StoreReader, scan: str, layers: Iterable[int]) -> dict[int, set[int]]:
+    """The latents with a dashboard page, per layer, on the transcoders' node `scan` (a dictionary job's node keeps
+    dashboards of its most active latents only); {} when `scan` is no node of this store."""
+    import pyarrow.parquet as pq  # lazy: only graph pages with a transcoder node read tables
+
+    if "@" not in scan:
+        return {}
+    try:
+        node = parse_node(scan)
+    except Missing:
+        return {}
+    found = {}
+    for layer in sorted(set(layers)):
+        try:
+            info = artifact_info(store, node, dashboard_table(layer))
+            table = pq.read_table(io.BytesIO(artifact_content(store, info)), columns=["latent"])
+        except Exception:  # no such node or table, or a damaged one: that layer's features get no links
+            continue
+        found[layer] = {int(v) for v in table.column("latent").to_pylist()}
+    return found
+
+
+def _in_order(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A cell's nodes left to right: features by influence rank (the most influential first), its error node last."""
+    return sorted(members, key=lambda n: (_kind(n) == "error", n.get("influence") or 0.0))
+
+
+def layout(document: dict[str, Any], linked: Mapping[int, Collection[int]] | None = None) -> Layout:
+    """Positions of every node and link. A feature node links to its dashboard page (see feature_href): every one
+    when `linked` is None, else those in `linked[layer]` (see dashboards)."""
     nodes, links = document["nodes"], document["links"]
     prompt = list(document["metadata"].get("prompt_tokens", []))
+    scan = str(document["metadata"].get("scan", ""))
     logit_layers = [int(n["layer"]) for n in nodes if n["feature_type"] == "logit"]
     n_layers = max(logit_layers) - 1 if logit_layers else 1 + max((int(n["layer"]) for n in nodes
                                                                    if n["layer"] != "E"), default=0)
@@ -101,7 +140,7 @@ def layout(document: dict[str, Any]) -> Layout:
     for node in nodes:
         cells[(_row_of(node, n_layers), int(node["ctx_idx"]))].append(node)
     widest = max((len(v) for v in cells.values()), default=1)
-    column = max(COLUMN, 22 * min(widest, 12))
+    column = max(COLUMN, STEP * min(widest, CROWD) + 40)
     width, height = 2 * MARGIN + column * n_pos, TOP + ROW * (n_layers + 1) + 60
     out = Layout(width, height, prompt)
     for row in range(n_layers + 2):
@@ -111,21 +150,12 @@ def layout(document: dict[str, Any]) -> Layout:
                    for pos in range(n_pos)]
     where: dict[str, tuple[float, float]] = {}
     for (row, pos), members in sorted(cells.items()):
-        members.sort(key=lambda n: -(n.get("influence") is None) or n.get("influence") or 0.0)
-        step = min(22.0, (column - 20) / max(len(members), 1))
+        step = min(float(STEP), (column - 40) / max(len(members), 1))
         start = MARGIN + column * (pos + 0.5) - step * (len(members) - 1) / 2
-        for i, node in enumerate(members):
+        for i, node in enumerate(_in_order(members)):
             x, y = start + i * step, height - 40 - row * ROW + (8 if row == 0 else 0)
             where[node["node_id"]] = (x, y)
-            kind = _kind(node)
-            href = feature_href(str(document["metadata"].get("scan", "")), int(node["layer"]),
-                                int(node["node_id"].split("_")[1])) if kind == "feature" else ""
-            label = node["clerp"] or node["node_id"]
-            extra = f" activation {node['activation']:.3g}" if node.get("activation") is not None else ""
-            short = {"logit": label.split('"')[1] if label.count('"') >= 2 else label,
-                     "feature": node["node_id"].split("_")[1]}.get(kind, "")
-            out.dots.append(Dot(node["node_id"], x, y, kind, label, f"{node['feature_type']} {label}{extra}", href,
-                                short))
+            out.dots.append(_dot(node, x, y, scan, linked, below=step < STEP and i % 2 == 1))
     scale = max((abs(link["weight"]) for link in links), default=1.0) or 1.0
     for link in links:
         if link["source"] not in where or link["target"] not in where:
@@ -136,3 +166,22 @@ def layout(document: dict[str, Any]) -> Layout:
                               f"{link['source']} → {link['target']}: {link['weight']:.4g}"))
     out.edges.sort(key=lambda e: e.width)
     return out
+
+
+def _dot(node: dict[str, Any], x: float, y: float, scan: str, linked: Mapping[int, Collection[int]] | None,
+         below: bool) -> Dot:
+    """One node drawn at (x, y); `below`: its short label goes under it (staggered where a cell is crowded)."""
+    kind = _kind(node)
+    label = node["clerp"] or node["node_id"]
+    extra = f" activation {node['activation']:.3g}" if node.get("activation") is not None else ""
+    href = ""
+    if kind == "feature":
+        layer, latent = int(node["layer"]), int(node["node_id"].split("_")[1])
+        if linked is None or latent in linked.get(layer, ()):
+            href = feature_href(scan, layer, latent)
+        elif "@" in scan:
+            extra += " · no dashboard page (its dictionary job keeps those of its most active latents)"
+    short = {"logit": label.split('"')[1] if label.count('"') >= 2 else label,
+             "feature": node["node_id"].split("_")[1]}.get(kind, "")
+    return Dot(node["node_id"], x, y, kind, label, f"{node['feature_type']} {label}{extra}", href, short,
+               y + 20 if below else y - 12)

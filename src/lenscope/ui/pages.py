@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
-from lenscope.ui.graph_page import is_graph, layout
+from lenscope.ui.graph_page import dashboards, is_graph, layout
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
@@ -229,8 +229,11 @@ def graph(request: Request) -> Response:
     text = artifact_content(ui.store, info).decode("utf-8", errors="replace")
     if not is_graph(text):
         raise Missing(f"artifact {info.name!r} on {target.address} is not an attribution graph file")
+    document = json.loads(text)
+    layers = [int(n["layer"]) for n in document["nodes"] if n["feature_type"] == "cross layer transcoder"]
+    linked = dashboards(ui.store, str(document["metadata"].get("scan", "")), layers)
     return ui.page("graph.html", title=f"graph {info.name} on {target.address}", node=target, name=info.name,
-                   g=layout(json.loads(text)))
+                   g=layout(document, linked))
 
 
 def _int(text: str | None) -> int | None:
