@@ -4,13 +4,13 @@ the dashboards, the list links to a page per feature with marked contexts, a his
 from __future__ import annotations
 
 import pytest
+from browser import need_browser, shoot
 from conftest import TINY
-
-# shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
-from test_ui_browser import browser, page, server, shoot  # noqa: F401
 
 from lenscope.runner import run_job
 from lenscope.store import Store
+
+need_browser()
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,12 @@ def trained(tmp_path_factory):
     return root, sae
 
 
-def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def ui_store(trained):
+    return trained[0] / "runs"
+
+
+def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):
     root, sae = trained
     page.goto(f"{server}node/{sae}")
     page.locator("p.dashboards a").click()
