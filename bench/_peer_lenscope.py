@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from _peer_common import Shape, normalized_grid
 
-from lenscope.analysis.sweeps import (
+from lenscope.analysis.patch_sweeps import (
     chunk_for,
     logit_diff,
     normalized,

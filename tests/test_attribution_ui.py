@@ -5,18 +5,13 @@ link, with width by |weight| and colour by sign; a feature with a dashboard open
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from browser import ARGS, CHROMIUM, ui_server
+from browser import need_browser, shoot
 
-if not CHROMIUM.exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+need_browser()
 
 
 @pytest.fixture(scope="module")
@@ -45,45 +40,33 @@ def graph_node(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(graph_node):
-    with ui_server(graph_node[0]) as url:
-        yield url
+def ui_store(graph_node):
+    return graph_node[0]
 
 
-def test_graph_page_draws_the_pruned_graph(server, graph_node, tmp_path):
+def test_graph_page_draws_the_pruned_graph(page, server, graph_node, tmp_path):
     _, node, document, sae = graph_node
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.goto(f"{server}node/{node}")
-        page.locator("#artifact-compute_attribution_graph a.graph-link").click()
-        page.wait_for_selector("svg.graph")
-        assert "/graph/" in page.url
-        kinds = {kind: page.locator(f"svg.graph g.node.{kind}").count() for kind in ("token", "logit", "feature")}
-        expected = {kind: sum(n["feature_type"] == name for n in document["nodes"]) for kind, name in
-                    (("token", "embedding"), ("logit", "logit"), ("feature", "cross layer transcoder"))}
-        assert kinds == expected and kinds["token"] == 3 and kinds["feature"] > 4
-        assert page.locator("svg.graph line.link").count() == len(document["links"])
-        colours = set(page.locator("svg.graph line.link").evaluate_all("els => els.map(e => e.getAttribute('stroke'))"))
-        assert colours <= {"#2166ac", "#b2182b"}
-        tokens = page.locator("svg.graph g.node.token").evaluate_all("els => els.map(e => e.getBBox().y)")
-        logits = page.locator("svg.graph g.node.logit").evaluate_all("els => els.map(e => e.getBBox().y)")
-        assert min(tokens) > max(logits)  # tokens at the bottom, logits at the top
-        shot = tmp_path / "graph.png"
-        page.screenshot(path=str(shot), full_page=True)
-        if os.environ.get("LENSCOPE_UI_SHOTS"):
-            shutil.copy(shot, Path(os.environ["LENSCOPE_UI_SHOTS"]) / shot.name)
-        # a feature with a dashboard (the job kept 4) links to it; the others, of latents without one, link nowhere
-        linked = page.locator("svg.graph a g.node.feature")
-        latents = {node_id.split("_")[1] for node_id in linked.evaluate_all("els => els.map(e => e.dataset.node)")}
-        assert 0 < len(latents) <= 4 and linked.count() < kinds["feature"]
-        latent = linked.first.get_attribute("data-node").split("_")[1]
-        linked.first.locator("circle").click()
-        page.wait_for_selector("h1")
-        assert f"/feature/{quote(sae, safe='')}/features.parquet/{latent}" in page.url
-        assert page.locator("h1").inner_text().startswith(f"feature #{latent} of")
-        browser.close()
-    assert errors == []
+    page.goto(f"{server}node/{node}")
+    page.locator("#artifact-compute_attribution_graph a.graph-link").click()
+    page.wait_for_selector("svg.graph")
+    assert "/graph/" in page.url
+    kinds = {kind: page.locator(f"svg.graph g.node.{kind}").count() for kind in ("token", "logit", "feature")}
+    expected = {kind: sum(n["feature_type"] == name for n in document["nodes"]) for kind, name in
+                (("token", "embedding"), ("logit", "logit"), ("feature", "cross layer transcoder"))}
+    assert kinds == expected and kinds["token"] == 3 and kinds["feature"] > 4
+    assert page.locator("svg.graph line.link").count() == len(document["links"])
+    colours = set(page.locator("svg.graph line.link").evaluate_all("els => els.map(e => e.getAttribute('stroke'))"))
+    assert colours <= {"#2166ac", "#b2182b"}
+    tokens = page.locator("svg.graph g.node.token").evaluate_all("els => els.map(e => e.getBBox().y)")
+    logits = page.locator("svg.graph g.node.logit").evaluate_all("els => els.map(e => e.getBBox().y)")
+    assert min(tokens) > max(logits)  # tokens at the bottom, logits at the top
+    shoot(page, tmp_path / "graph.png")
+    # a feature with a dashboard (the job kept 4) links to it; the others, of latents without one, link nowhere
+    linked = page.locator("svg.graph a g.node.feature")
+    latents = {node_id.split("_")[1] for node_id in linked.evaluate_all("els => els.map(e => e.dataset.node)")}
+    assert 0 < len(latents) <= 4 and linked.count() < kinds["feature"]
+    latent = linked.first.get_attribute("data-node").split("_")[1]
+    linked.first.locator("circle").click()
+    page.wait_for_selector("h1")
+    assert f"/feature/{quote(sae, safe='')}/features.parquet/{latent}" in page.url
+    assert page.locator("h1").inner_text().startswith(f"feature #{latent} of")

@@ -52,8 +52,9 @@ def test_tensorboard_reads_the_scalars_figures_and_config(run, tmp_path: Path, c
     assert "| optimization/lr | 0.003 |" in config and "| model/d_model | 32 |" in config
 
 
-def test_mlflow_reads_params_metrics_and_artifacts(run, tmp_path: Path, capsys) -> None:
+def test_mlflow_reads_params_metrics_and_artifacts(run, tmp_path: Path, capsys, monkeypatch) -> None:
     tracking = pytest.importorskip("mlflow.tracking", reason="the MLflow export needs: pip install -e '.[export]'")
+    monkeypatch.chdir(tmp_path)  # a sqlite:// tracking store keeps its artifacts in ./mlruns: here, not in the checkout
     root, nodes = run
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     upto = nodes[3]  # a node exports its lineage up to it
@@ -74,6 +75,7 @@ def test_mlflow_reads_params_metrics_and_artifacts(run, tmp_path: Path, capsys) 
     assert files == {"4/fourier/fourier.pdf", "4/summary/summary.json"}
     local = client.download_artifacts(whole, "4/summary/summary.json", str(tmp_path))
     assert Path(local).read_bytes() == b'{"topk_share": 0.5}'
+    assert list((tmp_path / "mlruns").rglob("summary.json"))  # where MLflow put them
     assert client.get_run(whole).info.status == "FINISHED"
 
 

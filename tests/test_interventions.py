@@ -20,7 +20,7 @@ from flax import nnx
 
 import lenscope.ops
 from lenscope.analysis import AnalysisBase
-from lenscope.analysis.sweeps import set_position, sweep
+from lenscope.analysis.patch_sweeps import set_position, sweep
 from lenscope.capture import CaptureError, discover
 from lenscope.capture.choose import backend_for
 from lenscope.capture.patch import gradients, patched, record

@@ -357,15 +357,15 @@ def test_python_api_mistakes_are_usage_errors_before_anything_is_written(tmp_pat
 
 
 def test_resume_of_a_lineage_another_host_runs_says_when_it_is_taken_over(tmp_path, capsys):
-    # a module name no other test of this process has loaded (a file job is imported once per process)
-    (tmp_path / "host_jobs.py").write_text(XOR_JOB)
+    # the stem of the module fixture's job file too: a second my_jobs.py's runs are still named my_jobs.Xor
+    (tmp_path / "my_jobs.py").write_text(XOR_JOB)
     store_dir = tmp_path / "runs"
     with Store(store_dir) as store:
-        node = store.new_node("host_jobs.Xor")
+        node = store.new_node("my_jobs.Xor")
         with store.read() as connection:  # its job runs on another machine sharing this SQLite store
             connection.execute(insert(leases).values(name=node.name, nonce=node.nonce, host="elsewhere", pid=4711,
                                                      token="0" * 16, started=time.time(), heartbeat=time.time() - 60))
-    assert main(["run", f"{tmp_path / 'host_jobs.py'}:Xor", "--resume", "--store", str(store_dir)]) == 2
+    assert main(["run", f"{tmp_path / 'my_jobs.py'}:Xor", "--resume", "--store", str(store_dir)]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.search(rf"{re.escape(str(node))} is still running by pid 4711 on elsewhere, heartbeat 6\d s ago", line)
     assert re.search(r"taken for dead 300 s after its last heartbeat, in about 2[34]\d s", line), line

@@ -13,7 +13,7 @@ from conftest import xla_compilations
 from flax import nnx
 
 from lenscope.analysis import AnalysisBase
-from lenscope.analysis.sweeps import (
+from lenscope.analysis.patch_sweeps import (
     logit_diff,
     position_sweep,
     set_position,

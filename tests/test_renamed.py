@@ -14,7 +14,8 @@ OLD_TO_NEW = {
     "lenscope.analysis.publish": "lenscope.analysis.render",
     "lenscope.analysis.tables": "lenscope.analysis.table_schema",
     "lenscope.analysis.table_run": "lenscope.analysis.table_mode",
-    "lenscope.analysis.interventions": "lenscope.analysis.sweeps",
+    "lenscope.analysis.interventions": "lenscope.analysis.patch_sweeps",
+    "lenscope.analysis.sweeps": "lenscope.analysis.patch_sweeps",
     "lenscope.analysis.builtin.interventions_base": "lenscope.analysis.builtin.intervention_op",
     "lenscope.store.lineages": "lenscope.store.lineage_heads",
     "lenscope.ui.lineages": "lenscope.ui.lineage_list",
@@ -36,6 +37,6 @@ def test_from_imports_of_old_names_work():
     from lenscope.analysis.tables import parse_schema
     from lenscope.registry import job
 
-    assert sweep.__module__ == "lenscope.analysis.sweeps"
+    assert sweep.__module__ == "lenscope.analysis.patch_sweeps"
     assert parse_schema.__module__ == "lenscope.analysis.table_schema"
     assert job.__module__ == "lenscope.job_registry"

@@ -146,3 +146,23 @@ def test_a_store_on_a_read_only_mount_is_readable_even_as_root(shared: Path):
     out = probe(mount, root, node)
     check_readable(out, node, "immutable=1")
     assert sqlite3.connect(root / "lenscope.db").execute("SELECT count(*) FROM lenscope_nodes").fetchone() == (1,)
+
+
+@needs_nobody
+def test_a_run_on_a_store_it_cannot_write_refuses_in_one_line_without_cache_warnings(shared: Path):
+    """The compile cache beside a read-only store is left off: no JAX warning per compilation, one refusal line."""
+    root = shared / "runs"
+    make_store(root)
+    read_only(root)
+    env = {**os.environ, "HOME": "/tmp", "JAX_PLATFORMS": "cpu"}
+    env.pop("LENSCOPE_STORE", None)
+    env.pop("LENSCOPE_COMPILE_CACHE", None)
+    done = subprocess.run([*NOBODY, sys.executable, "-m", "lenscope", "run", "grokking/train", "--store", str(root),
+                           "data/p=7", "model/d_model=8", "model/n_heads=1", "model/d_head=8", "model/d_mlp=8",
+                           "training/steps=2", "logging/results=/tmp/lenscope-ro-results"],
+                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "compilation cache" not in done.stderr.lower(), done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("lenscope: error:")]
+    assert len(said) == 1 and "read-only" in said[0], done.stderr[-3000:]
+    assert not (root / "compile_cache").exists()

@@ -3,22 +3,16 @@ serving a store written by a real short training run with tandem analyses and a 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from browser import ARGS, CHROMIUM, flip_to_first, ui_server
+from browser import flip_to_first, need_browser, shoot
 from conftest import TINY
 
 from lenscope.runner import run_analyses, run_job
 from lenscope.store import Store
 
-if not CHROMIUM.exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (or set $LENSCOPE_CHROMIUM)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+need_browser()
 
 
 @pytest.fixture(scope="module")
@@ -32,39 +26,8 @@ def trained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(trained):
-    """`lenscope ui --port 0` on the trained store; yields its base URL."""
-    root, _ = trained
-    with ui_server(root / "runs") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, tmp_path):
-    """A fresh page whose console errors and uncaught exceptions fail the test."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert errors == [], errors
-
-
-def shoot(page, path: Path) -> None:
-    """A full-page screenshot at `path` (in the test's tmp dir); a copy into $LENSCOPE_UI_SHOTS when it is set."""
-    page.screenshot(path=str(path), full_page=True)
-    if os.environ.get("LENSCOPE_UI_SHOTS"):
-        shutil.copy(path, Path(os.environ["LENSCOPE_UI_SHOTS"]) / path.name)
+def ui_store(trained):
+    return trained[0] / "runs"
 
 
 def test_runs_page_lists_the_run(page, server, trained, tmp_path):

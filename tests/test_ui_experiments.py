@@ -3,16 +3,15 @@ figures of compared runs side by side in one flip-book (one slider, aligned on s
 
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import lenscope_cmd
-from test_ui_browser import browser, page, shoot  # noqa: F401
+from browser import need_browser, shoot
 from ui_fixtures import pdf_figure
 
 from lenscope.store import Store
+
+need_browser()
 
 RUNS = {  # weight decay -> (steps with a figure, val/accuracy at the last step)
     0.1: ((2, 4), 0.4),
@@ -42,18 +41,8 @@ def runs(tmp_path_factory) -> tuple[Path, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def server(runs):
-    root, _ = runs
-    process = subprocess.Popen(lenscope_cmd("ui", "--store", str(root), "--port", "0"), stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        line = process.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found, line
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+def ui_store(runs):
+    return runs[0]
 
 
 def test_runs_table_shows_the_config_that_differs_and_sorts_by_it(page, server, runs, tmp_path):

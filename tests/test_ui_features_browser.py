@@ -5,14 +5,13 @@ run page shows the latent-density histogram as a flip-book over the validations.
 from __future__ import annotations
 
 import pytest
-from browser import flip_to_first
+from browser import flip_to_first, need_browser, shoot
 from conftest import TINY
-
-# shared fixtures (`server` serves the `trained` store defined here) and the screenshot helper
-from test_ui_browser import browser, page, server, shoot  # noqa: F401
 
 from lenscope.runner import run_job
 from lenscope.store import Store
+
+need_browser()
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +25,12 @@ def trained(tmp_path_factory):
     return root, sae
 
 
-def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def ui_store(trained):
+    return trained[0] / "runs"
+
+
+def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, trained, tmp_path):
     root, sae = trained
     page.goto(f"{server}node/{sae}")
     page.locator("p.dashboards a").click()

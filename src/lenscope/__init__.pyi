@@ -43,6 +43,7 @@ from .training import BaseTrainer as BaseTrainer
 from .training import TrainerConfig as TrainerConfig
 from .training import TrainState as TrainState
 from .training.data import ArrayData as ArrayData
+from .training.loop import StopTraining as StopTraining
 from .training.phase import Phase as Phase
 
 __version__: str

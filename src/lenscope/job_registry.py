@@ -32,6 +32,8 @@ BUILTIN_JOBS = {
     "lm/eval": "lenscope.examples.lm",
 }
 _BUILTIN_MODULES = tuple(dict.fromkeys(BUILTIN_JOBS.values()))
+_FILE_PREFIX = "lenscope_jobfile_"  # + 12 hex digits of the file's resolved path + "_" + its stem
+_FILE_MODULE = re.compile(rf"{_FILE_PREFIX}[0-9a-f]{{12}}_(\w+)")
 _FORMS = "a registered name (`lenscope jobs`), package.module:Class or path/to/file.py:Class"
 
 
@@ -43,7 +45,8 @@ def job(name: str):
     def register(cls: T) -> T:
         existing = _JOBS.get(name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise UsageError(f"job name {name!r} is taken by {existing.__module__}.{existing.__qualname__}")
+            taken = f"{module_label(existing.__module__)}.{existing.__qualname__}"
+            raise UsageError(f"job name {name!r} is taken by {taken}")
         _JOBS[name] = cls
         cls.JOB_NAME = name
         return cls
@@ -65,26 +68,32 @@ def jobs() -> dict[str, type]:
 
 def job_name(cls: type) -> str:
     """The name a job class registered itself under, else `module:Class` (subclasses do not inherit it)."""
-    return cls.__dict__.get("JOB_NAME") or f"{cls.__module__}:{cls.__qualname__}"
+    return cls.__dict__.get("JOB_NAME") or f"{module_label(cls.__module__)}:{cls.__qualname__}"
+
+
+def module_label(module: str) -> str:
+    """A module's name as its user knows it: a job file's stem for the module loaded from that file."""
+    found = _FILE_MODULE.fullmatch(module)
+    return found.group(1) if found else module
 
 
 def _module_name(file: Path) -> str:
-    """A stable module name for a job file: its stem when that is free, else stem plus a path hash."""
+    """The name Python imports the job file at resolved `file` under when that is this file, else one from its path."""
     stem = re.sub(r"\W", "_", file.stem)
     if stem.isidentifier():
         loaded = sys.modules.get(stem)
         if loaded is not None:
             if _same_file(getattr(loaded, "__file__", None), file):
-                return stem
+                return stem  # already imported as a module (a sibling imported it): its classes exist once
         else:
             try:
                 spec = importlib.util.find_spec(stem)
             except (ImportError, ValueError):
                 spec = None
-            if spec is None or _same_file(spec.origin, file):
+            if spec is not None and _same_file(spec.origin, file):
                 return stem
-    digest = hashlib.sha1(str(file).encode()).hexdigest()[:8]
-    return f"lenscope_jobfile_{digest}_{stem}"
+    digest = hashlib.sha1(str(file).encode()).hexdigest()[:12]  # two files with one stem never share a module
+    return f"{_FILE_PREFIX}{digest}_{stem}"
 
 
 def _same_file(origin: str | None, file: Path) -> bool:

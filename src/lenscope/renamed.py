@@ -3,7 +3,7 @@
     registry -> job_registry                analysis.registry -> analysis.op_registry
     analysis.publish -> analysis.render     analysis.tables -> analysis.table_schema
     analysis.table_run -> analysis.table_mode
-    analysis.interventions -> analysis.sweeps
+    analysis.interventions, analysis.sweeps -> analysis.patch_sweeps (apart from lenscope.sweeps, Optuna's)
     analysis.builtin.interventions_base -> analysis.builtin.intervention_op
     store.lineages -> store.lineage_heads   ui.lineages -> ui.lineage_list    ui.lineage -> ui.lineage_page
 

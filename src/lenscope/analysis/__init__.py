@@ -5,7 +5,7 @@
 
 from ..capture import DebugInputs
 from ..renamed import keep_old_names
-from . import op_registry, render, sweeps, table_mode, table_schema
+from . import op_registry, patch_sweeps, render, table_mode, table_schema
 from .base import AnalysisBase
 from .batch import AnalysisBatch, AnalysisStore
 from .cfg import AnalysisCfg
@@ -15,4 +15,5 @@ __all__ = ["AnalysisBase", "AnalysisBatch", "AnalysisCfg", "AnalysisStore", "Deb
            "execute_analysis_step", "run_analysis"]
 
 keep_old_names(__name__, {"registry": op_registry, "publish": render, "tables": table_schema,
-                          "table_run": table_mode, "interventions": sweeps})
+                          "table_run": table_mode, "interventions": patch_sweeps,
+                          "sweeps": patch_sweeps})

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..job_registry import module_label
 from ..store.values import MAX_KEY
 from ..version import VERSION
 
@@ -21,7 +22,7 @@ PREFIX = "analysis"
 @functools.cache
 def provenance(cls: type) -> dict[str, Any]:
     """The class's qualified name, its source file, the SHA-256 of its source and the lenscope version."""
-    made: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}", "lenscope": VERSION}
+    made: dict[str, Any] = {"class": f"{module_label(cls.__module__)}.{cls.__qualname__}", "lenscope": VERSION}
     file = _source_file(cls)
     if file:
         made["source_file"] = str(Path(file).resolve())

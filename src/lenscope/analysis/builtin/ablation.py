@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..sweeps import ablate_head, mean_ablate, zero_ablate
+from ..patch_sweeps import ablate_head, mean_ablate, zero_ablate
 from .base import root_label
 from .intervention_op import HEADS, MODULES, InterventionOp
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from ...capture import match_paths
-from ..sweeps import answer_logits, logit_diff
+from ..patch_sweeps import answer_logits, logit_diff
 from .base import OpAnalysis
 
 BLOCKS = ("blocks_*", "**/blocks_*", "blocks/*", "**/blocks/*")  # each block's output: the residual stream after it

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..sweeps import correlation, normalized, position_chunk, position_sweep, set_head, sweep
+from ..patch_sweeps import correlation, normalized, position_chunk, position_sweep, set_head, sweep
 from .base import root_label
 from .intervention_op import BLOCKS, HEADS, MODULES, InterventionOp
 
