@@ -5,7 +5,6 @@ link, with width by |weight| and colour by sign; a feature with a dashboard open
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
