@@ -137,10 +137,11 @@ class DictOutputXor(PerExampleXor):
         return {"logits": super().apply_model(model, inputs)}
 
 
-def test_a_model_output_that_is_not_an_array_is_a_clear_error(tmp_path) -> None:
+@pytest.mark.parametrize("op", ["ablation", "activation_patching", "steering"])
+def test_a_model_output_that_is_not_an_array_is_a_clear_error(tmp_path, op) -> None:
     trainer = DictOutputXor(CONFIG + [f"logging/results={tmp_path / 'results'}"], store=Store(tmp_path / "runs"))
     with pytest.raises(UsageError, match=r"returned a builtins.dict; the ops score logits"):
-        lenscope.ops.ablation(trainer, names_filter="layers/*")
+        getattr(lenscope.ops, op)(trainer, names_filter="layers/*")
     trainer.cleanup()
 
 
