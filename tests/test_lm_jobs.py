@@ -43,6 +43,19 @@ class WatchedLm(LmTrainer):
     ANALYSIS = (ResidNorms,)
 
 
+class ResidTable(AnalysisBase, LmTrainer):
+    """Table: each validation row's tokens and the norm of the last block's output at every position."""
+
+    NAME = "resid_table"
+    SCHEMA = {"norms": "float32[16]", "inputs": "int32[16]"}
+
+    def select(self, paths):
+        return "blocks.1.hook_resid_post"
+
+    def analyze(self, layer, inputs):
+        return {"norms": jnp.linalg.norm(inputs["x"], axis=-1)}
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("lm")
@@ -51,7 +64,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     corpus = text_file(root)
     config = [f"model/pretrained={folder}", f"data/text={corpus}", "data/seq_len=16", "training/batch_size=4",
               "data/validation_fraction=0.25", f"logging/results={root / 'results'}"]
-    return {"hf": hf, "folder": folder, "config": config, "store": Store(root / "runs")}
+    return {"hf": hf, "folder": folder, "config": config, "store": Store(root / "runs"), "runs": root / "runs"}
 
 
 def test_lm_eval_matches_transformers_loss(setup: dict) -> None:
@@ -92,7 +105,24 @@ def test_lm_train_with_tandem_analysis_then_ops_on_the_checkpoint(setup: dict) -
     assert ablation["heads"]["blocks/0/attn/out"]["zero"]["loss"].shape == (4,)  # one per head
     steering = lenscope.ops.steering(restored, scales=(0.0, 1.0)).results
     np.testing.assert_allclose(steering["blocks/1"]["logit_diff"][0], patching["clean"], rtol=1e-4, atol=1e-5)
+    # a table analysis on the fine-tuned checkpoint: one row per validation row, its tokens as the data has them
+    table = ResidTable(config, base=node, store=store)
+    rows = table.run().with_format("numpy")
+    norms, tokens = np.asarray(rows["norms"]), np.asarray(rows["inputs"])
+    assert len(norms) == table.data.size("validation") and norms.shape[1:] == (16,) and (norms > 0).all()
+    np.testing.assert_array_equal(tokens[:4], np.asarray(table.batch("validation", 0)["inputs"]))
+    table.cleanup()
     restored.cleanup()
+    # the UI shows the pretrained run's node with its tandem figure values and the table
+    from starlette.testclient import TestClient
+
+    from lenscope.ui.app import create_app
+
+    app = create_app(setup["runs"])
+    with TestClient(app) as client:
+        page = client.get(f"/node/{node}")
+        assert page.status_code == 200 and "resid_norms" in page.text and "resid_table" in page.text
+    app.state.ui.store.close()
 
 
 def test_lm_jobs_need_a_checkpoint_and_text(setup: dict, tmp_path: Path) -> None:
