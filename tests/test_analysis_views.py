@@ -114,6 +114,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "params_of": lambda v: v.params_of(v.module(v.state.params)),
     "pass_batch": lambda v: v.pass_batch("validation", 0),
     "plot": lambda v: v.plot(v.compute()),
+    "position_rows": lambda v: v.position_rows(_batch(v), {}, -1, lambda out: out.sum()),
     "publish": lambda v: v.publish(v.compute()),
     "results_dir": lambda v: v.results_dir(),
     "run": lambda v: v.run(),

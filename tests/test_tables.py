@@ -209,9 +209,10 @@ def test_memory_stays_bounded_by_one_batch_as_the_split_grows(tmp_path):
     small_stream, small_run, _ = _peaks(tmp_path, 2)
     big_stream, big_run, big_file = _peaks(tmp_path, 20)
     table_bytes = 1024 * 20 * (16 + 1 + 1 + 2) * 4  # the 10x table's raw values
-    # Streaming rows to Parquet holds about one batch whatever the split size (10x the rows here; Arrow keeps
-    # a small record per written batch, not its rows) ...
-    assert big_stream - small_stream < table_bytes / 10, (small_stream, big_stream, table_bytes)
+    # Streaming rows to Parquet holds a few batches whatever the split size (10x the rows here; Arrow keeps a
+    # small record per written batch, not its rows): holding the 18 extra batches would add 0.9 * table_bytes;
+    # measured growth is 0.08-0.13 * table_bytes (the upper end in a worker that ran other files first) ...
+    assert big_stream - small_stream < table_bytes / 4, (small_stream, big_stream, table_bytes)
     # ... and a whole run adds only the finished file's bytes, read once to store them on the node.
     assert big_run - small_run < big_file + table_bytes / 10, (small_run, big_run, big_file)
 

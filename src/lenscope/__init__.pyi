@@ -44,9 +44,9 @@ from .training import TrainerConfig as TrainerConfig
 from .training import TrainState as TrainState
 from .training.data import ArrayData as ArrayData
 from .training.loop import StopTraining as StopTraining
+from .training.phase import Phase as Phase
 from .training.pretrained import PretrainedConfig as PretrainedConfig
 from .training.pretrained import PretrainedModel as PretrainedModel
-from .training.phase import Phase as Phase
 
 __version__: str
 __all__: list[str]

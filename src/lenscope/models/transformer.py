@@ -60,6 +60,7 @@ def self_attention(layer: Any, x: Array, mask: Array | None = None,
     starts at a later position; the mask is then [x positions, context + x positions]. A context with fewer
     leading axes than x (size 1: shared by many runs' rows, capture.packed) is projected once, then broadcast.
     """
+    q = layer.query(x)  # first: the projections are called (and discovered) in the order query, key, value
     if context is None or context.shape[:-2] == x.shape[:-2]:
         kv = x if context is None else jnp.concatenate([context, x], axis=-2)
         k, v = layer.key(kv), layer.value(kv)
@@ -67,7 +68,6 @@ def self_attention(layer: Any, x: Array, mask: Array | None = None,
         shared = (layer.key(context), layer.value(context))
         k, v = (jnp.concatenate([jnp.broadcast_to(c, (*x.shape[:-2], *c.shape[-3:])), own], axis=-3)
                 for c, own in zip(shared, (layer.key(x), layer.value(x))))
-    q = layer.query(x)
     pattern = attention_pattern(q, k, mask)
     return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
 
