@@ -14,6 +14,19 @@ import pytest
 
 pytest_plugins = ["browser"]  # the browser tests' fixtures: browser, page, server (tests/browser.py)
 
+# The longest files (by `pytest --durations`), scheduled first: `make test` hands whole files to two xdist
+# workers in collection order, so a long file collected last keeps one worker busy while the other idles.
+LONGEST_FIRST = ("test_cli.py", "test_resume_kill.py", "test_prefix_reuse.py", "test_tables.py", "test_mesh.py",
+                 "test_docs_cli.py", "test_dictionaries_trainer.py", "test_interrupt.py", "test_docs_experiments.py",
+                 "test_backends_multiproc.py", "test_backends_training.py", "test_packed_sweep.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of LONGEST_FIRST first, in that order, the rest as collected (each file's tests kept together)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept
+
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 

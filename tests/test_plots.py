@@ -231,9 +231,9 @@ def test_helper_figures_are_freed_after_saving():
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    refs = [one(i) for i in range(8)]
+    refs = [one(i) for i in range(4)]
     gc.collect()
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert sum(r() is not None for r in refs) == 0
-    assert grown < 2_000_000, f"8 saved figures left {grown / 1e6:.1f} MB allocated"  # ~10 MB each when leaking
+    assert grown < 2_000_000, f"4 saved figures left {grown / 1e6:.1f} MB allocated"  # ~10 MB each when leaking
