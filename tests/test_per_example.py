@@ -84,8 +84,11 @@ class PerExampleXor(BaseTrainer):
     def build_data(self):
         return xor(self.args.seed)
 
+    def answer(self, logits):
+        return logits
+
     def loss(self, params, batch, key):
-        logits = jax.vmap(self.module(params))(batch["inputs"])
+        logits = self.answer(jax.vmap(self.module(params))(batch["inputs"]))
         return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean(), {}
 
 
@@ -172,8 +175,8 @@ def last_token(seed: int) -> ArrayData:
                       "validation": {"inputs": tokens[960:], "labels": labels[960:]}}, 64, seed)
 
 
-class PerExampleTransformer(BaseTrainer):
-    PER_EXAMPLE = True
+class PerExampleTransformer(PerExampleXor):
+    """The per-example transformer on `last_token`, its answer read at the last position."""
 
     def build_model(self):
         return Tiny(jax.random.key(self.args.seed))
@@ -181,9 +184,8 @@ class PerExampleTransformer(BaseTrainer):
     def build_data(self):
         return last_token(self.args.seed)
 
-    def loss(self, params, batch, key):
-        logits = jax.vmap(self.module(params))(batch["inputs"])[:, -1]
-        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean(), {}
+    def answer(self, logits):
+        return logits[:, -1]
 
 
 class AttentionNorm(AnalysisBase, PerExampleTransformer):
