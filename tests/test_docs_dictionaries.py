@@ -6,7 +6,7 @@ from doc_blocks import DOCS, run_doc
 
 
 def test_dictionaries_docs_examples_run(tmp_path, capsys):
-    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=8)
+    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=9)
     out = capsys.readouterr().out
     assert "(5, 256) 8 (5, 32)\nTrue\n(5, 32)\n" in out
     assert "['W_dec', 'W_enc', 'b_dec', 'b_enc', 'b_mag', 'r_mag', 'threshold'] (32, 128, 256)\n" in out
@@ -16,3 +16,4 @@ def test_dictionaries_docs_examples_run(tmp_path, capsys):
            "'eval/ce_loss_without_sae']\nTrue True\n" in out
     assert "2 True True\n" in out and "(158, 3, 128) True\nTrue\n" in out
     assert "transcoder True" in out
+    assert "(128, 2) 5 True\n" in out  # latent_frequencies on the docs' SAE
