@@ -104,8 +104,22 @@ def check_readable(out: dict, node: str, mode: str) -> None:
     assert kind == "StoreInputError" and "is read-only here" in message and "writing to it is refused" in message
 
 
-needs_nobody = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                  reason="needs root and setpriv to run a check as another user")
+def _closed_folder() -> Path | None:
+    """The first folder on the way to this checkout's source or its Python that other users cannot enter."""
+    import lenscope
+
+    for start in (Path(lenscope.__file__).resolve().parent, Path(sys.executable).parent):
+        for folder in (start, *start.parents):
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                return folder
+    return None
+
+
+CLOSED = _closed_folder()
+needs_nobody = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or CLOSED is not None,
+    reason="needs root and setpriv to run a check as another user, and a checkout that user can read"
+           f"{'' if CLOSED is None else f' ({CLOSED} is closed to other users, e.g. made by mktemp -d)'}")
 
 
 @needs_nobody
