@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..dictionaries import SaeTrainer, attach, run_with_features
@@ -40,13 +41,13 @@ def latent_frequencies(sae: GrokSae, site: int = 0, keys: int = 5) -> dict[str, 
     acts = np.asarray(next(iter(latents.values())))[:, -1].reshape(p, p, -1)  # at `=`: [a, b, latent]
     power = np.abs(np.fft.fft2(acts, axes=(0, 1))) ** 2
     power[0, 0] = 0.0  # the constant part says nothing about frequencies
-    ka, kb = np.meshgrid(_fold(np.arange(p), p), _fold(np.arange(p), p), indexing="ij")
-    cells = (ka * (p // 2 + 1) + kb).ravel()  # one index per folded pair
-    folded = np.stack([np.bincount(cells, weights=power[..., i].ravel(), minlength=(p // 2 + 1) ** 2)
-                       for i in range(power.shape[-1])])  # [latent, folded pairs]
-    best = folded.argmax(axis=1)
-    total = folded.sum(axis=1)
-    share = np.where(total > 0, folded[np.arange(len(best)), best] / np.maximum(total, 1e-30), 0.0)
-    _, top = top_fraction(embedding_spectrum(jax.numpy.asarray(forward.embed.embedding), p), keys)
-    return {"pair": np.stack(np.divmod(best, p // 2 + 1), axis=1), "share": share,
+    half = p // 2 + 1
+    folds = _fold(np.arange(p), p)
+    folded = np.zeros((half * half, power.shape[-1]))  # [folded pair, latent]
+    np.add.at(folded, (folds[:, None] * half + folds[None, :]).ravel(), power.reshape(p * p, -1))
+    best = folded.argmax(axis=0)
+    total = folded.sum(axis=0)
+    share = np.where(total > 0, folded[best, np.arange(len(best))] / np.maximum(total, 1e-30), 0.0)
+    _, top = top_fraction(embedding_spectrum(jnp.asarray(forward.embed.embedding), p), keys)
+    return {"pair": np.stack(np.divmod(best, half), axis=1), "share": share,
             "density": (acts > 0).mean(axis=(0, 1)), "keys": sorted(int(k) for k in np.asarray(top))}
