@@ -52,7 +52,7 @@ def check_pretrained(job: type, args: Any) -> None:
             f"job {job_name(job)} does not take model/pretrained={args.pretrained}: it builds its "
             f"own model ({job.__name__}.build_model()), while model/pretrained loads {KIND}. "
             f"Jobs that take one: {', '.join(pretrained_jobs())} and the analyses built on them; a job of your own "
-            "takes one by mixing lenscope.training.pretrained.PretrainedModel into its trainer")
+            "takes one by mixing lenscope.PretrainedModel into its trainer (and PretrainedConfig into its config)")
 
 
 class PretrainedModel:
