@@ -6,7 +6,9 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+
+# One persistent compilation cache for the whole test session (every store, subprocess and xdist worker, which
+# inherit the environment): the same tiny programs compile once, not once per fresh store. Tests of the cache
+# itself set or remove the variable. Made here, in the process that starts the session, and removed by it.
+if "LENSCOPE_COMPILE_CACHE" not in os.environ:
+    SESSION_CACHE: str | None = tempfile.mkdtemp(prefix="lenscope-test-compile-cache-")
+    os.environ["LENSCOPE_COMPILE_CACHE"] = SESSION_CACHE
+else:
+    SESSION_CACHE = None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's compile cache removed by the process that made it (not by an xdist worker)."""
+    if SESSION_CACHE and not hasattr(config, "workerinput"):
+        shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 TINY = [
     "data/p=23", "data/train_fraction=0.5", "model/d_model=32", "model/n_heads=2", "model/d_head=8",

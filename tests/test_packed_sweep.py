@@ -76,3 +76,16 @@ def test_what_packing_cannot_serve_is_left_to_the_caller():
                         gated=False, activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
     decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # no block_step: its sweeps patch one run at a time
     assert packed_position_sweep(decoder, (BAD,), {"blocks/0": jnp.ones((2, 5, 16))}, -1, score) is None
+
+
+@pytest.mark.parametrize("a", [0, 1, 4, 7])
+def test_a_runs_first_block_sees_each_earlier_position_once_through_the_unpatched_stream_or_its_first_row(a):
+    lay = layout(a)
+    for wanted in (lay.others(), lay.ends):
+        order, mask = lay.joining(wanted)
+        for g, rows in enumerate(order):
+            for r, row in enumerate(rows):
+                seen = [k for k in range(a + 1) if mask[g, r, k]]  # unpatched positions
+                seen += [int(lay.pos[g, lay.firsts[g, e]]) for e in range(2) if mask[g, r, a + 1 + e]]
+                assert sorted(seen) == list(range(lay.pos[g, row] + 1))  # 0..its position, each once
+                assert not mask[g, r, lay.start[g, row]] and mask[g, r, a + 1 + lay.run[g, row]]  # patched value

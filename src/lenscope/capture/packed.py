@@ -36,10 +36,11 @@ READ_ELEMENTS = 1 << 22  # numbers of read logits at once (16 MiB of float32): r
 class Stepped(Protocol):
     """A Staged model that runs one block on rows that attend to context rows under a given mask."""
 
-    def block_step(self, index: int, x: jax.Array, mask: jax.Array, context: jax.Array | None) -> jax.Array:
+    def block_step(self, index: int, x: jax.Array, mask: jax.Array,
+                   context: jax.Array | tuple[jax.Array, ...] | None) -> jax.Array:
         """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's rows where
         mask [..., rows, c + rows] holds (context first); a context whose leading axes are 1 where x's are
-        not is shared by those rows (its keys and values computed once)."""
+        not is shared by those rows (its keys and values computed once); a tuple holds parts, in order."""
         ...
 
 
@@ -47,19 +48,40 @@ class Stepped(Protocol):
 class Layout:
     """The row groups for read position `a`: group g holds the runs of positions g and a - g.
 
-    pos, start [groups, a + 2]: each row's position and its run's first (patched) position; ends [groups, 2]:
-    each run's row at the read position; mask [groups, a + 2, a + a + 2]: context positions 0..a-1, then rows.
+    pos, start, run [groups, a + 2]: each row's position, its run's first (patched) position and its run (0 or 1);
+    ends [groups, 2]: each run's row at the read position; firsts [groups, 2]: each run's first row;
+    mask [groups, a + 2, a + a + 2]: context positions 0..a-1, then rows.
     """
 
     a: int
     pos: np.ndarray
     start: np.ndarray
+    run: np.ndarray
     ends: np.ndarray
+    firsts: np.ndarray
     mask: np.ndarray
 
     def cell(self, p: int) -> tuple[int, int]:
         """(group, run in it) of the run patched at position p <= a."""
         return (p, 0) if p <= self.a - p else (self.a - p, 1)
+
+    def others(self) -> np.ndarray:
+        """[groups, a]: each group's rows but its runs' first rows (those a run's first block leaves unpatched)."""
+        keep = np.ones(self.pos.shape, bool)
+        keep[np.arange(len(self.pos))[:, None], self.firsts] = False
+        return np.nonzero(keep)[1].reshape(len(self.pos), -1)
+
+    def joining(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For a run's first block: the rows [groups, 2 + k] that block computes (each run's first row, then
+        `rows` [groups, k]), and their mask [groups, 2 + k, a + 1 + 2] over the unpatched stream at positions
+        0..a (every row but the run's first is still unpatched there) and the two first rows."""
+        groups = np.arange(len(self.pos))[:, None]
+        order = np.concatenate([self.firsts, rows], axis=1)
+        pos, start, run = self.pos[groups, order], self.start[groups, order], self.run[groups, order]
+        keys = np.arange(self.a + 1)[None, None, :]
+        unpatched = (keys <= pos[..., None]) & (keys != start[..., None])
+        own = run[..., None] == np.arange(2)[None, None, :]
+        return order, np.concatenate([unpatched, own], axis=-1)
 
 
 def layout(a: int) -> Layout:
@@ -73,7 +95,9 @@ def layout(a: int) -> Layout:
     own = (run[:, :, None] == run[:, None, :]) & (pos[:, None, :] <= pos[:, :, None])
     context = np.arange(a)[None, None, :] < start[:, :, None]
     ends = np.stack([a - np.arange(groups), np.full(groups, rows - 1)], axis=1)
-    return Layout(a, pos, start, ends, np.concatenate([context, own], axis=-1))
+    firsts = np.stack([np.zeros(groups, np.int32), a - np.arange(groups) + 1], axis=1)
+    return Layout(a, pos, start, run, ends, firsts, np.concatenate([context, own], axis=-1))
+
 
 
 def packable(model: Any, args: tuple, paths: Sequence[str]) -> bool:
@@ -119,24 +143,45 @@ def _run(model: Any, stream: Sequence[jax.Array], lay: Layout, block_of: Mapping
 
     n_blocks, state, order = len(stream) - 1, None, []
     for j in range(n_blocks):
+        last, outs, now = j == n_blocks - 1, [], []
+        if state is not None:
+            outs.append(_continue(model, j, state, stream[j], lay, last))
+            now += order
         new = [i for i in block_of if block_of[i] == j - 1]
         if new:
-            joined = jnp.stack([entering(i) for i in new], axis=1)
-            state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + new
-        if state is None:
-            continue
-        context = stream[j][:, None, None, :lay.a]  # [batch, 1, 1, a, d]: shared by every run's rows
-        if j < n_blocks - 1:
-            state = model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context if lay.a else None)
-            continue
-        read = state[:, :, groups, lay.ends]  # the last block: only the read rows, every row as context
-        mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
-        context = jnp.concatenate([jnp.broadcast_to(context, (*state.shape[:3], *context.shape[3:])), state], -2)
-        state = model.block_step(j, read, jnp.asarray(mask)[:, None], context)
-    last = [i for i in block_of if block_of[i] == n_blocks - 1]  # the last block's output: no block to run
-    if last:
-        joined = jnp.stack([entering(i)[:, groups, lay.ends] for i in last], axis=1)
-        state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + last
+            outs.append(_join(model, j, jnp.stack([entering(i) for i in new], axis=1), stream[j], lay, last))
+            now += new
+        if outs:
+            state, order = jnp.concatenate(outs, axis=1) if len(outs) > 1 else outs[0], now
+    ended = [i for i in block_of if block_of[i] == n_blocks - 1]  # the last block's output: no block to run
+    if ended:
+        joined = jnp.stack([entering(i)[:, groups, lay.ends] for i in ended], axis=1)
+        state, order = (joined if state is None else jnp.concatenate([state, joined], axis=1)), order + ended
     cells = [lay.cell(p) for p in range(lay.a + 1)]
     read = state[:, :, [g for g, _ in cells], [r for _, r in cells]]  # [batch, paths in order, a + 1, d]
     return read[:, np.argsort(order)]
+
+
+def _continue(model: Any, j: int, state: jax.Array, stream: jax.Array, lay: Layout, last: bool) -> jax.Array:
+    """Block j on runs that started before it: every row [batch, paths, groups, rows, d] attends to the shared
+    unpatched context before its run and to its run's rows; the last block computes only the read rows."""
+    context = stream[:, None, None, :lay.a] if lay.a else None  # [batch, 1, 1, a, d]: shared by every run's rows
+    if not last:
+        return model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context)
+    groups = np.arange(len(lay.pos))[:, None]
+    mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
+    return model.block_step(j, state[:, :, groups, lay.ends], jnp.asarray(mask)[:, None],
+                            state if context is None else (context, state))  # shared keys projected once
+
+
+def _join(model: Any, j: int, entering: jax.Array, stream: jax.Array, lay: Layout, last: bool) -> jax.Array:
+    """Block j, the first after the patched block, on its runs [batch, paths, groups, rows, d]: only each run's
+    first row differs from the unpatched run, so the others' keys and values are the unpatched stream's
+    (projected once, shared); the rows returned are every row, or the read rows in the last block."""
+    groups = np.arange(len(lay.pos))[:, None]
+    order, mask = lay.joining(lay.ends if last else lay.others())
+    context = stream[:, None, None, :lay.a + 1]  # [batch, 1, 1, a + 1, d]
+    out = model.block_step(j, entering[:, :, groups, order], jnp.asarray(mask)[:, None], context, keyed=2)
+    if last:
+        return out[:, :, :, 2:]
+    return out[:, :, groups, np.argsort(order, axis=1)]  # back to the layout's row order

@@ -8,6 +8,7 @@ to analyses that want to recompute part of a layer.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -52,22 +53,38 @@ def check_length(tokens: Array, seq_len: int) -> int:
     return seq
 
 
-def self_attention(layer: Any, x: Array, mask: Array | None = None,
-                   context: Array | None = None) -> tuple[Array, Array]:
+Context = Array | tuple[Array, ...]  # the attention's input at earlier positions: one array, or parts in order
+
+
+def map_context(fn: Callable[[Array], Array], context: Context | None) -> Context | None:
+    """fn on the context, or on each of its parts (a Block's norm before its attention)."""
+    if context is None:
+        return None
+    return tuple(fn(part) for part in context) if isinstance(context, tuple) else fn(context)
+
+
+def self_attention(layer: Any, x: Array, mask: Array | None = None, context: Context | None = None,
+                   keyed: int | None = None) -> tuple[Array, Array]:
     """Output and pattern of attention through `layer`'s query, key, value and out projections (every library's).
 
     `context`: the attention's input at the positions before x's (their keys and values), for a run that
-    starts at a later position; the mask is then [x positions, context + x positions]. A context with fewer
-    leading axes than x (size 1: shared by many runs' rows, capture.packed) is projected once, then broadcast.
+    starts at a later position; the mask is then [x positions, context + x positions]. A context part with
+    fewer leading axes than x (size 1: shared by many runs' rows, capture.packed) is projected once, then
+    broadcast; a tuple holds several parts, in key order, before x. `keyed`: only x's first `keyed` rows give
+    keys and values (the mask is then [x positions, context + keyed]); the rest only attend, their own keys
+    being in the context already (capture.packed: rows a patch has not reached yet).
     """
     q = layer.query(x)  # first: the projections are called (and discovered) in the order query, key, value
-    if context is None or context.shape[:-2] == x.shape[:-2]:
-        kv = x if context is None else jnp.concatenate([context, x], axis=-2)
-        k, v = layer.key(kv), layer.value(kv)
-    else:
-        shared = (layer.key(context), layer.value(context))
-        k, v = (jnp.concatenate([jnp.broadcast_to(c, (*x.shape[:-2], *c.shape[-3:])), own], axis=-3)
-                for c, own in zip(shared, (layer.key(x), layer.value(x))))
+    parts = [] if context is None else list(context) if isinstance(context, tuple) else [context]
+    lead, keys, values = x.shape[:-2], [], []
+    inputs = [*parts, x if keyed is None else x[..., :keyed, :]]
+    for shared, run in itertools.groupby(inputs, key=lambda part: part.shape[:-2] != lead):
+        # consecutive inputs with x's leading axes are projected in one call; a shared one once, then broadcast
+        for part in run if shared else [jnp.concatenate(list(run), axis=-2)]:
+            for out, layer_fn in ((keys, layer.key), (values, layer.value)):
+                projected = layer_fn(part)
+                out.append(jnp.broadcast_to(projected, (*lead, *projected.shape[-3:])))
+    k, v = (jnp.concatenate(found, axis=-3) if len(found) > 1 else found[0] for found in (keys, values))
     pattern = attention_pattern(q, k, mask)
     return layer.out(jnp.einsum("...hqk,...khd->...qhd", pattern.astype(v.dtype), v)), pattern
 
@@ -151,11 +168,11 @@ class BlockStages:
         the logits [batch, vocab] at that position only."""
         return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
-    def block_step(self, index: int, x: Array, mask: Array, context: Array | None) -> Array:
-        """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x under `mask`
-        [..., rows, context + rows] (capture.packed)."""
-        block = self.blocks[index]  # type: ignore[attr-defined]
-        return block(x, mask) if context is None else block(x, mask, context)
+    def block_step(self, index: int, x: Array, mask: Array, context: Context | None,
+                   keyed: int | None = None) -> Array:
+        """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x's first `keyed` rows
+        (all: None) under `mask` [..., rows, context + keyed] (capture.packed)."""
+        return self.blocks[index](x, mask, context, keyed)  # type: ignore[attr-defined]
 
 
 class Attention(nn.Module):
@@ -176,11 +193,12 @@ class Attention(nn.Module):
         )
 
     def __call__(
-        self, x: Array, mask: Array | None = None, return_pattern: bool = False, context: Array | None = None
+        self, x: Array, mask: Array | None = None, return_pattern: bool = False, context: Context | None = None,
+        keyed: int | None = None,
     ) -> Array | tuple[Array, Array]:
-        """Attend over x [..., seq, d_model] (and `context`, earlier positions); the pattern is sown as
-        intermediates/pattern and optionally returned."""
-        y, pattern = self_attention(self, x, mask, context)
+        """Attend over x [..., seq, d_model] (and `context`, earlier positions; `keyed`: see self_attention); the
+        pattern is sown as intermediates/pattern and optionally returned."""
+        y, pattern = self_attention(self, x, mask, context, keyed)
         self.sow("intermediates", "pattern", pattern)
         return (y, pattern) if return_pattern else y
 
@@ -219,10 +237,12 @@ class Block(nn.Module):
             self.ln1 = nn.LayerNorm(dtype=self.dtype)
             self.ln2 = nn.LayerNorm(dtype=self.dtype)
 
-    def __call__(self, x: Array, mask: Array | None = None, context: Array | None = None) -> Array:
-        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only)."""
+    def __call__(self, x: Array, mask: Array | None = None, context: Context | None = None,
+                 keyed: int | None = None) -> Array:
+        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only);
+        `keyed`: only x's first rows give keys (self_attention)."""
         norm = self.ln1 if self.use_ln else (lambda y: y)
-        x = x + self.attn(norm(x), mask, context=None if context is None else norm(context))
+        x = x + self.attn(norm(x), mask, context=map_context(norm, context), keyed=keyed)
         x = x + self.mlp(self.ln2(x) if self.use_ln else x)
         return x
 

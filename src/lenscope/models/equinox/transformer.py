@@ -14,7 +14,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 
-from ..transformer import BlockStages, residual, self_attention
+from ..transformer import BlockStages, Context, map_context, residual, self_attention
 from .layers import Dense, Embed, LayerNorm
 
 Array = jax.Array
@@ -37,10 +37,10 @@ class Attention(eqx.Module):
         self.out = Dense(heads, d_model, axis=(-2, -1), use_bias=False, key=keys[3])
 
     def __call__(self, x: Array, mask: Array | None = None, return_pattern: bool = False,
-                 context: Array | None = None) -> Array | tuple[Array, Array]:
-        """Attend over x [..., seq, d_model] (and `context`, earlier positions); with return_pattern, also the
-        pattern [..., heads, q, k]."""
-        y, pattern = self_attention(self, x, mask, context)
+                 context: Context | None = None, keyed: int | None = None) -> Array | tuple[Array, Array]:
+        """Attend over x [..., seq, d_model] (and `context`, earlier positions; `keyed`: see self_attention);
+        with return_pattern, also the pattern [..., heads, q, k]."""
+        y, pattern = self_attention(self, x, mask, context, keyed)
         return (y, pattern) if return_pattern else y
 
 
@@ -79,10 +79,12 @@ class Block(eqx.Module):
         self.ln1 = LayerNorm(d_model) if use_ln else None
         self.ln2 = LayerNorm(d_model) if use_ln else None
 
-    def __call__(self, x: Array, mask: Array | None = None, context: Array | None = None) -> Array:
-        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only)."""
+    def __call__(self, x: Array, mask: Array | None = None, context: Context | None = None,
+                 keyed: int | None = None) -> Array:
+        """Update the residual stream x [..., seq, d_model]; `context`: the stream at earlier positions (keys only);
+        `keyed`: only x's first rows give keys (self_attention)."""
         norm = self.ln1 if self.ln1 is not None else (lambda y: y)
-        x = x + self.attn(norm(x), mask, context=None if context is None else norm(context))
+        x = x + self.attn(norm(x), mask, context=map_context(norm, context), keyed=keyed)
         return x + self.mlp(self.ln2(x) if self.ln2 is not None else x)
 
 
