@@ -108,7 +108,7 @@ def plan(blocks: Sequence[str], patch: Patch, on: str = "output") -> Plan | None
 
 def read(output: Any, readout: int | None) -> Any:
     """The output at position `readout` (axis 1) of a [batch, seq, ...] output; other outputs (and None) whole."""
-    return output if readout is None or jnp.ndim(output) < 3 else output[:, readout]
+    return output if readout is None or getattr(output, "ndim", 0) < 3 else output[:, readout]
 
 
 def reused_forward(model: Staged, args: tuple, patch: Patch, *, on: str = "output", readout: int | None = None,
