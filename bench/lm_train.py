@@ -17,10 +17,13 @@ same decoder, the same loss (`token_loss`), the same optimizer object and the sa
 the timing. Runs alternate (A B A B ...); each prints wall steps/s and CPU seconds per step (time.process_time:
 every thread of the process); min and median.
 
-Tandem: the same training, `--tandem-steps` steps at lm/train's default cadence (validation every 50 steps,
-report every 50), with a logit-lens analysis declared in ANALYSIS against `training/analyze=false`; CPU seconds
-of the whole run() (compilation and the figure included), alternated, min and median. Validation reads
-`logging/eval_batches=4` batches and checkpoints are off in both (a 124M checkpoint with Adam state is 1.5 GB).
+Tandem: the same training, `--tandem-steps` steps and twice as many at lm/train's default cadence (validation
+every 50 steps, report every 50), with a logit-lens analysis declared in ANALYSIS against
+`training/analyze=false`; CPU seconds of the whole run() (compilation and the figure included), alternated, min
+and median. The share at each length includes the once-per-process costs (the analysis's compilation, the
+Matplotlib import, the first figure); the steady share is of the steps the longer run adds, where those cancel.
+Validation reads `logging/eval_batches=4` batches and checkpoints are off in both (a 124M checkpoint with Adam
+state is 1.5 GB).
 """
 
 from __future__ import annotations
@@ -156,9 +159,9 @@ def bare_steps(args: argparse.Namespace, root: str) -> tuple[float, float]:
     return (end[0] - start[0]) / args.steps, (end[1] - start[1]) / args.steps
 
 
-def tandem_run(args: argparse.Namespace, root: str, analyze: bool) -> float:
-    """CPU seconds of a whole run() at the default cadence, with or without the tandem logit lens."""
-    trainer = TandemLm(overrides(args, root, args.tandem_steps) + [f"training/analyze={str(analyze).lower()}"],
+def tandem_run(args: argparse.Namespace, root: str, analyze: bool, steps: int) -> float:
+    """CPU seconds of a whole run() of `steps` at the default cadence, with or without the tandem logit lens."""
+    trainer = TandemLm(overrides(args, root, steps) + [f"training/analyze={str(analyze).lower()}"],
                        store=f"{root}/runs")
     trainer.setup()
     start = time.process_time()
@@ -198,14 +201,22 @@ def throughput(args: argparse.Namespace, root: str) -> None:
 
 
 def tandem(args: argparse.Namespace, root: str) -> None:
-    runs = alternate({"with": lambda: tandem_run(args, root, True), "without": lambda: tandem_run(args, root, False)},
-                     args.tandem_repeats)
-    print(f"tandem: {args.tandem_steps} steps, validation every 50 (the lm/train default), logit lens over "
-          f"{args.layers} blocks at each; {args.tandem_repeats} runs each, alternated; load average {load()}")
+    lengths = sorted({args.tandem_steps, 2 * args.tandem_steps})
+    runs = alternate({f"{side} x {n}": (lambda n=n, on=on: tandem_run(args, root, on, n))
+                      for n in lengths for side, on in (("with", True), ("without", False))}, args.tandem_repeats)
+    print(f"tandem: {' and '.join(map(str, lengths))} steps, validation every 50 (the lm/train default), logit lens "
+          f"over {args.layers} blocks at each; {args.tandem_repeats} runs each, alternated; load average {load()}")
     for what, pick in (("min", min), ("median", statistics.median)):
-        with_, without = pick(runs["with"]), pick(runs["without"])
-        print(f"  CPU s ({what:6s}): with {with_:7.1f}  without {without:7.1f}  tandem share "
-              f"{100 * (with_ - without) / with_:5.2f}%")
+        cpu = {name: pick(values) for name, values in runs.items()}
+        for n in lengths:
+            with_, without = cpu[f"with x {n}"], cpu[f"without x {n}"]
+            print(f"  CPU s ({what:6s}) {n:4d} steps: with {with_:7.1f}  without {without:7.1f}  tandem share "
+                  f"{100 * (with_ - without) / with_:5.2f}% (once-per-process costs included)")
+        short, long = lengths
+        added_with = cpu[f"with x {long}"] - cpu[f"with x {short}"]
+        added_without = cpu[f"without x {long}"] - cpu[f"without x {short}"]
+        print(f"  CPU s ({what:6s}) the {long - short} steps a longer run adds: with {added_with:7.1f}  without "
+              f"{added_without:7.1f}  steady tandem share {100 * (added_with - added_without) / added_with:5.2f}%")
     print(f"  load average {load()}")
 
 

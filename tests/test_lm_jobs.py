@@ -130,3 +130,11 @@ def test_lm_jobs_need_a_checkpoint_and_text(setup: dict, tmp_path: Path) -> None
         LmEval([f"data/text={tmp_path}"], store=setup["store"]).build_model()
     with pytest.raises(ConfigError, match="no .txt, .jsonl, .parquet files"):
         LmEval([f"model/pretrained={setup['folder']}", f"data/text={tmp_path}"], store=setup["store"]).build_data()
+
+
+def test_lm_train_with_remat_takes_the_same_steps(setup: dict) -> None:
+    config = setup["config"] + ["training/steps=2", "logging/validation_interval=0", "logging/checkpoint_interval=0",
+                                "optimization/lr=1e-3"]
+    losses = [setup["store"].values(run_job(LmTrainer(config + [f"training/remat={on}"], store=setup["store"])))
+              ["train/loss"] for on in ("false", "true")]
+    assert np.isclose(losses[0], losses[1], rtol=1e-5)

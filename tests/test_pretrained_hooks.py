@@ -119,3 +119,17 @@ def test_unhandled_config_attributes_are_refused_by_name() -> None:
                         "n_positions": 16, "scale_attn_by_inverse_layer_idx": True})
     with pytest.raises(UsageError, match="hidden_act='swiglu_x'"):
         decoder_config({**base, "hidden_act": "swiglu_x"})
+
+
+def test_remat_recomputes_each_block_in_the_backward_pass_with_the_same_gradients(model: Decoder) -> None:
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def loss(params, remat):
+        return eqx.combine(params, static)(IDS, remat=remat).astype(jnp.float32).std()
+
+    kept, recomputed = (jax.grad(loss)(params, remat) for remat in (False, True))
+    for a, b in zip(jax.tree_util.tree_leaves(kept), jax.tree_util.tree_leaves(recomputed)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    names = lambda remat: str(jax.make_jaxpr(lambda p: jax.grad(loss)(p, remat))(params))  # noqa: E731
+    assert "checkpoint" in names(True) or "remat" in names(True)
+    assert "checkpoint" not in names(False) and "remat" not in names(False)

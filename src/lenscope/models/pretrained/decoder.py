@@ -237,6 +237,11 @@ class Unembed(eqx.Module):
         return logits
 
 
+def _call_block(block: Block, x: Array, attention_mask: Array | None, positions: Array) -> Array:
+    """One block of the forward (a function, so that remat can wrap it)."""
+    return block(x, attention_mask, positions)
+
+
 class Decoder(eqx.Module):
     """A decoder-only language model built from a DecoderConfig: token ids [b, s] -> logits [b, s, vocab]."""
 
@@ -261,11 +266,12 @@ class Decoder(eqx.Module):
 
     def __call__(self, tokens: Array | None = None, attention_mask: Array | None = None, *,
                  resid: Array | None = None, start_at_layer: int = 0, stop_at_layer: int | None = None,
-                 positions: Array | None = None, deterministic: bool = True) -> Array:
+                 positions: Array | None = None, deterministic: bool = True, remat: bool = False) -> Array:
         """Logits [b, s, vocab] of tokens [b, s]; attention_mask [b, s] (1 token, 0 padding) for padded batches.
 
         With `resid` [b, s, d_model] (and `start_at_layer=l`) the forward starts from the residual stream
         entering block l; with `stop_at_layer=l` it returns the residual stream entering block l instead.
+        `remat`: each block's activations are recomputed in the backward pass (jax.checkpoint), not kept.
         """
         if resid is None:
             if tokens is None:
@@ -276,8 +282,9 @@ class Decoder(eqx.Module):
         if positions is None:
             positions = positions_of(attention_mask, batch, seq)
         x = self.embed_tokens(tokens, positions) if resid is None else resid
+        call = eqx.filter_checkpoint(_call_block) if remat else _call_block
         for block in self.blocks[start_at_layer:stop_at_layer]:
-            x = block(x, attention_mask, positions)
+            x = call(block, x, attention_mask, positions)
         if stop_at_layer is not None and stop_at_layer < len(self.blocks):
             return x
         return self.unembed_fn(x)
