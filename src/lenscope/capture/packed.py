@@ -36,10 +36,12 @@ READ_ELEMENTS = 1 << 22  # numbers of read logits at once (16 MiB of float32): r
 class Stepped(Protocol):
     """A Staged model that runs one block on rows that attend to context rows under a given mask."""
 
-    def block_step(self, index: int, x: jax.Array, mask: jax.Array, context: jax.Array | None) -> jax.Array:
+    def block_step(self, index: int, x: jax.Array, mask: jax.Array, context: jax.Array | None,
+                   positions: jax.Array) -> jax.Array:
         """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's rows where
         mask [..., rows, c + rows] holds (context first); a context whose leading axes are 1 where x's are
-        not is shared by those rows (its keys and values computed once)."""
+        not is shared by those rows (its keys and values computed once). positions [..., c + rows]: each
+        key's position in the sequence, the context's then x's rows' (for rotary embeddings and windows)."""
         ...
 
 
@@ -56,6 +58,11 @@ class Layout:
     start: np.ndarray
     ends: np.ndarray
     mask: np.ndarray
+
+    @property
+    def keys(self) -> np.ndarray:
+        """[groups, a + a + 2]: the position of each key along mask's last axis (context 0..a-1, then rows)."""
+        return np.concatenate([np.broadcast_to(np.arange(self.a), (len(self.pos), self.a)), self.pos], axis=1)
 
     def cell(self, p: int) -> tuple[int, int]:
         """(group, run in it) of the run patched at position p <= a."""
@@ -127,12 +134,14 @@ def _run(model: Any, stream: Sequence[jax.Array], lay: Layout, block_of: Mapping
             continue
         context = stream[j][:, None, None, :lay.a]  # [batch, 1, 1, a, d]: shared by every run's rows
         if j < n_blocks - 1:
-            state = model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context if lay.a else None)
+            state = model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context if lay.a else None,
+                                     jnp.asarray(lay.keys))
             continue
         read = state[:, :, groups, lay.ends]  # the last block: only the read rows, every row as context
         mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
         context = jnp.concatenate([jnp.broadcast_to(context, (*state.shape[:3], *context.shape[3:])), state], -2)
-        state = model.block_step(j, read, jnp.asarray(mask)[:, None], context)
+        keys = np.concatenate([lay.keys, lay.pos[groups, lay.ends]], axis=-1)  # the context's, then the read rows'
+        state = model.block_step(j, read, jnp.asarray(mask)[:, None], context, jnp.asarray(keys))
     last = [i for i in block_of if block_of[i] == n_blocks - 1]  # the last block's output: no block to run
     if last:
         joined = jnp.stack([entering(i)[:, groups, lay.ends] for i in last], axis=1)

@@ -151,9 +151,10 @@ class BlockStages:
         the logits [batch, vocab] at that position only."""
         return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
-    def block_step(self, index: int, x: Array, mask: Array, context: Array | None) -> Array:
+    def block_step(self, index: int, x: Array, mask: Array, context: Array | None,
+                   positions: Array | None = None) -> Array:
         """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x under `mask`
-        [..., rows, context + rows] (capture.packed)."""
+        [..., rows, context + rows] (capture.packed); `positions` are not needed (learned, added at the input)."""
         block = self.blocks[index]  # type: ignore[attr-defined]
         return block(x, mask) if context is None else block(x, mask, context)
 
