@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _peer_common import configure_threads, interleaved, load, print_table  # noqa: E402
@@ -34,7 +35,7 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def config(args: argparse.Namespace):  # noqa: ANN201
+def config(args: argparse.Namespace) -> Any:
     """The DecoderConfig of --family at the given sizes."""
     from lenscope.models.pretrained.config import DecoderConfig
     from lenscope.models.pretrained.rope import inverse_frequencies
