@@ -1,6 +1,6 @@
 """Packed position sweeps (capture/packed.py): every block output x position patched at once equals the whole
 patched forwards, the packing covers each run's positions exactly once, and anything else falls back (inside an
-analysis, and compiled once: tests/test_prefix_reuse.py)."""
+analysis, and compiled once: tests/test_prefix_reuse.py; the pretrained decoder: tests/test_packed_pretrained.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_prefix_reuse import BAD, CLEAN, SIZES, model
+from test_prefix_reuse import BAD, CLEAN, model
 
 from lenscope.analysis.sweeps import logit_diff, set_position, sweep
 from lenscope.capture.choose import backend_for
@@ -68,14 +68,6 @@ def test_what_packing_cannot_serve_is_left_to_the_caller():
     assert packed_position_sweep(net, (BAD,), acts, -1, score) is None  # not a block's output
     mlp = MLPClassifier(features=(4,), n_out=2)
     assert packed_position_sweep(mlp, (jnp.ones((2, 3)),), {"layers_0": jnp.ones((2, 4))}, -1, score) is None
-    from lenscope.models.pretrained.config import DecoderConfig
-    from lenscope.models.pretrained.decoder import Decoder
-
-    cfg = DecoderConfig(family="gpt2", vocab_size=SIZES["vocab_size"], d_model=16, n_layers=2, n_heads=2,
-                        n_kv_heads=2, d_head=8, d_mlp=32, norm="layernorm", norm_eps=1e-5, n_positions=8,
-                        gated=False, activation="gelu_tanh", qkv_bias=True, attn_scale=8 ** -0.5, tied=True)
-    decoder = Decoder(cfg, key=jax.random.PRNGKey(2))  # no block_step: its sweeps patch one run at a time
-    assert packed_position_sweep(decoder, (BAD,), {"blocks/0": jnp.ones((2, 5, 16))}, -1, score) is None
 
 
 @pytest.mark.parametrize("a", [0, 1, 4, 7])

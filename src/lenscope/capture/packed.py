@@ -37,10 +37,13 @@ class Stepped(Protocol):
     """A Staged model that runs one block on rows that attend to context rows under a given mask."""
 
     def block_step(self, index: int, x: jax.Array, mask: jax.Array,
-                   context: jax.Array | tuple[jax.Array, ...] | None) -> jax.Array:
-        """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's rows where
-        mask [..., rows, c + rows] holds (context first); a context whose leading axes are 1 where x's are
-        not is shared by those rows (its keys and values computed once); a tuple holds parts, in order."""
+                   context: jax.Array | tuple[jax.Array, ...] | None, positions: jax.Array,
+                   keyed: int | None = None) -> jax.Array:
+        """Block `index` on x [..., rows, d]: row i attends to context [..., c, d] and x's first `keyed` rows
+        (all: None) where mask [..., rows, c + keyed] holds (context first); a context whose leading axes are
+        1 where x's are not is shared by those rows (its keys and values computed once); a tuple holds parts,
+        in order. positions [..., c + rows]: the context's positions in the sequence, then x's rows' (rotary
+        embeddings, windows); the rows after the first `keyed` give no keys (theirs are in the context)."""
         ...
 
 
@@ -60,6 +63,11 @@ class Layout:
     ends: np.ndarray
     firsts: np.ndarray
     mask: np.ndarray
+
+    @property
+    def keys(self) -> np.ndarray:
+        """[groups, a + a + 2]: the position of each key along mask's last axis (context 0..a-1, then rows)."""
+        return np.concatenate([np.broadcast_to(np.arange(self.a), (len(self.pos), self.a)), self.pos], axis=1)
 
     def cell(self, p: int) -> tuple[int, int]:
         """(group, run in it) of the run patched at position p <= a."""
@@ -167,11 +175,12 @@ def _continue(model: Any, j: int, state: jax.Array, stream: jax.Array, lay: Layo
     unpatched context before its run and to its run's rows; the last block computes only the read rows."""
     context = stream[:, None, None, :lay.a] if lay.a else None  # [batch, 1, 1, a, d]: shared by every run's rows
     if not last:
-        return model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context)
+        return model.block_step(j, state, jnp.asarray(lay.mask)[:, None], context, jnp.asarray(lay.keys))
     groups = np.arange(len(lay.pos))[:, None]
     mask = np.concatenate([lay.mask[groups, lay.ends], np.zeros((*lay.ends.shape, 2), bool)], axis=-1)
+    positions = np.concatenate([lay.keys, lay.pos[groups, lay.ends]], axis=-1)  # the context's, then the read rows'
     return model.block_step(j, state[:, :, groups, lay.ends], jnp.asarray(mask)[:, None],
-                            state if context is None else (context, state))  # shared keys projected once
+                            state if context is None else (context, state), jnp.asarray(positions))
 
 
 def _join(model: Any, j: int, entering: jax.Array, stream: jax.Array, lay: Layout, last: bool) -> jax.Array:
@@ -181,7 +190,10 @@ def _join(model: Any, j: int, entering: jax.Array, stream: jax.Array, lay: Layou
     groups = np.arange(len(lay.pos))[:, None]
     order, mask = lay.joining(lay.ends if last else lay.others())
     context = stream[:, None, None, :lay.a + 1]  # [batch, 1, 1, a + 1, d]
-    out = model.block_step(j, entering[:, :, groups, order], jnp.asarray(mask)[:, None], context, keyed=2)
+    positions = np.concatenate([np.broadcast_to(np.arange(lay.a + 1), (len(order), lay.a + 1)),
+                                lay.pos[groups, order]], axis=-1)
+    out = model.block_step(j, entering[:, :, groups, order], jnp.asarray(mask)[:, None], context,
+                           jnp.asarray(positions), keyed=2)
     if last:
         return out[:, :, :, 2:]
     return out[:, :, groups, np.argsort(order, axis=1)]  # back to the layout's row order

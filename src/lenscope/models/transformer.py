@@ -169,9 +169,10 @@ class BlockStages:
         return self.unembed_fn(residual_from(self, resid, start, context, readout))  # type: ignore[attr-defined]
 
     def block_step(self, index: int, x: Array, mask: Array, context: Context | None,
-                   keyed: int | None = None) -> Array:
+                   positions: Array | None = None, keyed: int | None = None) -> Array:
         """Block `index` on rows x [..., rows, d] attending to `context` (before them) and x's first `keyed` rows
-        (all: None) under `mask` [..., rows, context + keyed] (capture.packed)."""
+        (all: None) under `mask` [..., rows, context + keyed] (capture.packed); `positions` are not needed
+        (learned, added at the input)."""
         return self.blocks[index](x, mask, context, keyed)  # type: ignore[attr-defined]
 
 

@@ -10,28 +10,21 @@ entering any block (`resid=`, `start_at_layer=`) and stop before any (`stop_at_l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ...errors import UsageError
 from ..equinox.layers import Dense, Embed
+from .attention import KV, Attention, config_norm
 from .config import DecoderConfig
-from .heads import attention_input, attention_output, project_qkv
-from .layers import ACTIVATIONS, Hook, Norm, rotate
+from .heads import attention_input
+from .layers import ACTIVATIONS, Hook, Norm
 
 Array = jax.Array
 
 __all__ = ["KV", "Attention", "Block", "Decoder", "MLP", "Unembed", "positions_of"]
-
-
-class KV(NamedTuple):
-    """One layer's key/value cache [batch, slots, kv_heads, d_head]."""
-
-    k: Array
-    v: Array
 
 
 def positions_of(attention_mask: Array | None, batch: int, seq: int) -> Array:
@@ -39,93 +32,6 @@ def positions_of(attention_mask: Array | None, batch: int, seq: int) -> Array:
     if attention_mask is None:
         return jnp.broadcast_to(jnp.arange(seq), (batch, seq))
     return jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=-1) - 1, 0)
-
-
-def _norm(cfg: DecoderConfig, features: int | None = None) -> Norm:
-    return Norm(features or cfg.d_model, cfg.norm, cfg.norm_eps, cfg.norm_offset)
-
-
-class Attention(eqx.Module):
-    """Causal self-attention with grouped key/value heads, optional rotary, q/k norms, soft-cap and window."""
-
-    query: Dense
-    key: Dense
-    value: Dense
-    out: Dense
-    q_norm: Norm | None
-    k_norm: Norm | None
-    hook_q: Hook
-    hook_k: Hook
-    hook_v: Hook
-    hook_rot_q: Hook
-    hook_rot_k: Hook
-    hook_attn_scores: Hook
-    hook_pattern: Hook
-    hook_z: Hook
-    hook_result: Hook
-    freqs: tuple[float, ...] | None = eqx.field(static=True)
-    window: int | None = eqx.field(static=True)
-    scale: float = eqx.field(static=True)
-    softcap: float | None = eqx.field(static=True)
-
-    def __init__(self, cfg: DecoderConfig, layer: int, *, key: Array) -> None:
-        kq, kk, kv, ko = jax.random.split(key, 4)
-        d, h, g = cfg.d_head, cfg.n_heads, cfg.n_kv_heads
-        self.query = Dense(cfg.d_model, (h, d), use_bias=cfg.qkv_bias, key=kq)
-        self.key = Dense(cfg.d_model, (g, d), use_bias=cfg.qkv_bias, key=kk)
-        self.value = Dense(cfg.d_model, (g, d), use_bias=cfg.qkv_bias, key=kv)
-        self.out = Dense((h, d), cfg.d_model, axis=(-2, -1), use_bias=cfg.out_bias, key=ko)
-        self.q_norm = _norm(cfg, d) if cfg.qk_norm else None
-        self.k_norm = _norm(cfg, d) if cfg.qk_norm else None
-        (self.hook_q, self.hook_k, self.hook_v, self.hook_rot_q, self.hook_rot_k, self.hook_attn_scores,
-         self.hook_pattern, self.hook_z, self.hook_result) = (Hook() for _ in range(9))
-        self.freqs, self.window = cfg.freqs(layer), cfg.window(layer)
-        self.scale, self.softcap = cfg.attn_scale, cfg.attn_softcap
-
-    def __call__(self, x: Array, attention_mask: Array | None, positions: Array, cache: KV | None = None,
-                 index: Array | int = 0, return_pattern: bool = False) -> Array | tuple:
-        """Attend over x [b, q, d_model] (or over `cache` with x written at slot `index`).
-
-        attention_mask [b, keys] marks the keys that exist (1) and padding (0). Returns the output, with
-        the pattern when `return_pattern`, with the updated cache when a cache is given.
-        """
-        q, k, v = project_qkv(self, x)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if self.freqs is not None:
-            q, k = self.hook_rot_q(rotate(q, positions, self.freqs)), self.hook_rot_k(rotate(k, positions, self.freqs))
-        if cache is not None:
-            if k.shape[-2] != cache.k.shape[-2]:
-                raise UsageError(
-                    f"hook_attn_in was patched while generating with a key/value cache of {cache.k.shape[-2]} "
-                    f"key/value heads: a per-head input needs one key/value head per query head "
-                    f"({k.shape[-2]}); patch hook_attn_in in a forward without a cache (model(tokens)), or patch "
-                    "ln1's input (hook_resid_pre) instead")
-            start = (0, index, 0, 0)
-            k = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), start)
-            v = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), start)
-            cache = KV(k, v)
-        groups = q.shape[-2] // k.shape[-2]
-        keys, values = jnp.repeat(k, groups, axis=-2), jnp.repeat(v, groups, axis=-2)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, keys) * jnp.asarray(self.scale, q.dtype)
-        scores = scores.astype(jnp.float32)
-        if self.softcap is not None:
-            scores = jnp.tanh(scores / self.softcap) * self.softcap
-        q_idx = index + jnp.arange(q.shape[1])[:, None]
-        k_idx = jnp.arange(keys.shape[1])[None, :]
-        allowed = k_idx <= q_idx
-        if self.window is not None:
-            allowed = allowed & (k_idx > q_idx - self.window)
-        allowed = allowed[None, None]
-        if attention_mask is not None:
-            allowed = allowed & (attention_mask[:, None, None, :] > 0)
-        scores = self.hook_attn_scores(jnp.where(allowed, scores, jnp.finfo(jnp.float32).min))
-        pattern = self.hook_pattern(jax.nn.softmax(scores, axis=-1))
-        z = self.hook_z(jnp.einsum("bhqk,bkhd->bqhd", pattern.astype(values.dtype), values))
-        y = attention_output(self, z)
-        if cache is not None:
-            return y, cache
-        return (y, pattern) if return_pattern else y
 
 
 class MLP(eqx.Module):
@@ -180,11 +86,11 @@ class Block(eqx.Module):
 
     def __init__(self, cfg: DecoderConfig, layer: int, *, key: Array) -> None:
         k_attn, k_mlp = jax.random.split(key)
-        self.ln1, self.ln2 = _norm(cfg), _norm(cfg)
+        self.ln1, self.ln2 = config_norm(cfg), config_norm(cfg)
         self.attn = Attention(cfg, layer, key=k_attn)
         self.mlp = MLP(cfg, key=k_mlp)
-        self.ln1_post = _norm(cfg) if cfg.post_norms else None
-        self.ln2_post = _norm(cfg) if cfg.post_norms else None
+        self.ln1_post = config_norm(cfg) if cfg.post_norms else None
+        self.ln2_post = config_norm(cfg) if cfg.post_norms else None
         (self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid, self.hook_mlp_in, self.hook_mlp_out,
          self.hook_resid_post, self.hook_attn_in) = (Hook() for _ in range(7))
         self.parallel = cfg.parallel
@@ -195,6 +101,20 @@ class Block(eqx.Module):
         x = self.hook_resid_pre(x)
         attended = self.attn(attention_input(self, x), attention_mask, positions, cache, index)
         attended, cache = attended if cache is not None else (attended, None)
+        out = self._update(x, attended)
+        return out if cache is None else (out, cache)
+
+    def step(self, x: Array, mask: Array, context: Array | tuple[Array, ...] | None, positions: Array,
+             keyed: int | None = None) -> Array:
+        """The block on rows x [..., rows, d_model] that attend to `context` (the stream before them: one array
+        or parts in order) and x's first `keyed` rows under `mask`, at `positions` (Attention.step;
+        capture.packed)."""
+        parts = () if context is None else context if isinstance(context, tuple) else (context,)
+        attended = self.attn.step(self.ln1(x), mask, [self.ln1(part) for part in parts], positions, keyed)
+        return self._update(x, attended)
+
+    def _update(self, x: Array, attended: Array) -> Array:
+        """The block's output from its input x and its attention's output (the post-norm, then the MLP)."""
         if self.ln1_post is not None:
             attended = self.ln1_post(attended)
         attended = self.hook_attn_out(attended)
@@ -203,8 +123,7 @@ class Block(eqx.Module):
         else:
             x = self.hook_resid_mid(x + attended)
             out = x + self.hook_mlp_out(self._mlp(x))
-        out = self.hook_resid_post(out)
-        return out if cache is None else (out, cache)
+        return self.hook_resid_post(out)
 
     def _mlp(self, resid: Array) -> Array:
         y = self.mlp(self.ln2(self.hook_mlp_in(resid)))
@@ -261,7 +180,7 @@ class Decoder(eqx.Module):
         self.pos_embed = Embed(config.n_positions, config.d_model, key=k_pos) if config.n_positions else None
         self.hook_embed, self.hook_pos_embed = Hook(), Hook()
         self.blocks = [Block(config, i, key=k) for i, k in enumerate(k_blocks)]
-        self.ln_final = _norm(config) if config.final_norm else None
+        self.ln_final = config_norm(config) if config.final_norm else None
         self.unembed = Unembed(config, key=k_out)
 
     def __call__(self, tokens: Array | None = None, attention_mask: Array | None = None, *,
@@ -350,6 +269,12 @@ class Decoder(eqx.Module):
             else:
                 resid = block(resid, None, positions, _grown(cache, resid.shape[1]), cache.k.shape[1])[0]
         return self.unembed_fn(resid if readout is None else resid[:, -1])
+
+    def block_step(self, index: int, x: Array, mask: Array, context: Array | tuple[Array, ...] | None,
+                   positions: Array, keyed: int | None = None) -> Array:
+        """Block `index` on rows x [..., rows, d_model] attending to `context` and x's first `keyed` rows under
+        `mask`, at `positions` [..., context + rows] (capture.packed.Stepped)."""
+        return self.blocks[index].step(x, mask, context, positions, keyed)
 
     def step(self, tokens: Array, attention_mask: Array, positions: Array, caches: list[KV],
              index: Array | int) -> tuple[Array, list[KV]]:

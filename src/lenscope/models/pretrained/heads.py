@@ -47,10 +47,10 @@ def project_qkv(attn: Any, x: Array) -> tuple[Array, Array, Array]:
 
 
 def attention_output(attn: Any, z: Array) -> Array:
-    """The attention's output from z [b, s, heads, d_head]: out(z), or, when `hook_result` (each head's write
-    z_h . W_O[h], [b, s, heads, d_model]) was patched, the sum of the writes plus the output bias."""
+    """The attention's output from z [..., s, heads, d_head]: out(z), or, when `hook_result` (each head's write
+    z_h . W_O[h], [..., s, heads, d_model]) was patched, the sum of the writes plus the output bias."""
     written = attn.out(z)
-    result = jnp.einsum("bshd,hdm->bshm", z, attn.out.kernel)  # kernel [heads, d_head, d_model]
+    result = jnp.einsum("...hd,hdm->...hm", z, attn.out.kernel)  # kernel [heads, d_head, d_model]
     given = attn.hook_result(result)
     if given is result:
         return written

@@ -63,10 +63,11 @@ class Norm(eqx.Module):
 
 
 def rotate(x: Array, positions: Array, freqs: tuple[float, ...]) -> Array:
-    """Rotary embedding of the leading 2*len(freqs) dims of each head of x [b, s, heads, d] at positions [b, s]."""
+    """Rotary embedding of the leading 2*len(freqs) dims of each head of x [..., s, heads, d] at positions
+    [..., s] (broadcast against x's leading axes)."""
     dim = 2 * len(freqs)
     angles = positions[..., None].astype(jnp.float32) * jnp.asarray(np.asarray(freqs, np.float32))
-    angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]  # [b, s, 1, dim]
+    angles = jnp.concatenate([angles, angles], axis=-1)[..., None, :]  # [..., s, 1, dim]
     cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
     rot, rest = x[..., :dim], x[..., dim:]
     half = dim // 2
