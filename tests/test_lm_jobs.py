@@ -14,9 +14,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, text_file, torch_or_skip  # noqa: E402
+from test_packed_pretrained import WatchedPatching  # noqa: E402
 
 import lenscope.ops  # noqa: E402
 from lenscope import AnalysisBase, Store, run_job  # noqa: E402
+from lenscope.analysis.cfg import AnalysisCfg  # noqa: E402
+from lenscope.analysis.running import execute_analysis_op  # noqa: E402
 from lenscope.errors import ConfigError  # noqa: E402
 from lenscope.examples.lm import LmEval, LmTrainer  # noqa: E402
 
@@ -94,6 +97,10 @@ def test_lm_train_with_tandem_analysis_then_ops_on_the_checkpoint(setup: dict) -
     lens = lenscope.ops.logit_lens(restored).results
     assert sorted(lens) == ["blocks/0 (input)", "blocks/1 (input)", "blocks/1 (output)"]
     patching = lenscope.ops.activation_patching(restored, names_filter=["blocks/*", "blocks.*.hook_mlp_out"]).results
+    watched = execute_analysis_op(restored, analysis_cfg=AnalysisCfg(WatchedPatching, names_filter=["blocks/*"]))
+    assert watched.results["positions"].shape == (2, 16) and np.isfinite(watched.results["positions"]).all()
+    view = next(view for _, view in restored.bound_views if isinstance(view, WatchedPatching))
+    assert view.packed_paths == ["blocks/0", "blocks/1"]  # packed rows: the block outputs swept in one program
     assert patching["positions"].shape == (4, 16)
     assert np.isfinite(patching["positions"]).all()
     patterns = lenscope.ops.attention_patterns(restored).results

@@ -88,7 +88,10 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         return ArrayData({"train": train, "validation": validation, "test": validation}, a.batch_size, a.seed)
 
     def model_inputs(self, batch: Mapping[str, Any]) -> tuple:
-        """(token ids, attention mask)."""
+        """(token ids, attention mask); packed rows have no padding, so the ids alone (the same logits), which
+        lets patching sweeps run the decoder in pieces (prefix reuse, packed rows)."""
+        if self.args.packing == "packed":
+            return (batch["inputs"],)
         return batch["inputs"], batch["attention_mask"]
 
     def token_strings(self, ids: Any) -> list[str]:
