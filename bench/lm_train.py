@@ -2,7 +2,8 @@
 tandem analyses in it.
 
 Usage: python bench/lm_train.py [--layers 12] [--batch 2] [--seq 64] [--steps 8] [--repeats 3]
-                                [--tandem-steps 100] [--tandem-repeats 2] [--dtype float32] [--only throughput|tandem]
+                                [--tandem-steps 100] [--tandem-repeats 2] [--dtype float32] [--remat]
+                                [--only throughput|tandem]
 
 The model is the GPT-2-small shape (d_model 768, 12 heads, vocab 50257, 1024 positions; --layers of 12 blocks,
 124M parameters at 12), random weights (`random_decoder`), trained by `lm/train`'s own trainer on local text
@@ -110,7 +111,8 @@ def corpus(root: str) -> str:
 
 def overrides(args: argparse.Namespace, root: str, steps: int) -> list[str]:
     return [f"data/text={corpus(root)}", f"data/seq_len={args.seq}", f"training/batch_size={args.batch}",
-            f"training/steps={steps}", f"model/dtype={args.dtype}", f"logging/results={root}/results",
+            f"training/steps={steps}", f"model/dtype={args.dtype}", f"training/remat={str(args.remat).lower()}",
+            f"logging/results={root}/results",
             "logging/checkpoint_interval=0", "logging/eval_batches=4"]
 
 
@@ -139,7 +141,7 @@ def bare_steps(args: argparse.Namespace, root: str) -> tuple[float, float]:
     opt_state = optimizer.init(params)
 
     def loss_fn(params: Any, batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        logits = eqx.combine(params, static)(batch["inputs"], batch["attention_mask"])
+        logits = eqx.combine(params, static)(*trainer.model_inputs(batch), remat=args.remat)  # lm/train's inputs
         return token_loss(logits, batch["targets"], batch["target_mask"])
 
     @functools.partial(jax.jit, donate_argnums=(0, 1))
@@ -187,6 +189,7 @@ def throughput(args: argparse.Namespace, root: str) -> None:
     runs = alternate({"lenscope run()": lambda: lenscope_steps(args, root),
                       "bare Equinox + Optax": lambda: bare_steps(args, root)}, args.repeats)
     print(f"throughput: {args.layers} layers GPT-2-small-shaped, batch {args.batch} x seq {args.seq}, {args.dtype}, "
+          f"{'remat, ' if args.remat else ''}"
           f"{args.steps} timed steps per run, {args.repeats} runs each, alternated; load average {load()}")
     for name, values in runs.items():
         walls, cpus = [w for w, _ in values], [c for _, c in values]
@@ -230,6 +233,7 @@ def main() -> None:
     parser.add_argument("--tandem-steps", type=int, default=100)
     parser.add_argument("--tandem-repeats", type=int, default=2)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--remat", action="store_true", help="training/remat=true (and remat in the bare loop)")
     parser.add_argument("--only", choices=("throughput", "tandem"))
     args = parser.parse_args()
     BenchLm.LAYERS = args.layers
