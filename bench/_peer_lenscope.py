@@ -54,7 +54,11 @@ class LenscopeSide:
         self.paths = [f"blocks_{i}" for i in range(shape.layers)]
         self.backend = LinenBackend()
         self._forward = jax.jit(self._apply)
-        self.correct, self.wrong = (jnp.argmax(self.forward(t)[:, -1], -1) for t in (self.clean, self.corrupt))
+        self.correct = jnp.argmax(self.forward(self.clean)[:, -1], -1)
+        # the corrupted run's top token other than the clean one, so the logit difference (and the check) is not 0
+        corrupted = jnp.asarray(self.forward(self.corrupt)[:, -1])
+        taken = jax.nn.one_hot(self.correct, shape.vocab, dtype=bool)
+        self.wrong = jnp.argmax(jnp.where(taken, -jnp.inf, corrupted), -1)
         self._captures = {kept: jax.jit(make_capture_fn(self._apply, self.paths, True, self._analyze,
                                                          with_output=kept, backend=self.backend))
                           for kept in (False, True)}

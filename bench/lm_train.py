@@ -3,7 +3,7 @@ tandem analyses in it.
 
 Usage: python bench/lm_train.py [--layers 12] [--batch 2] [--seq 64] [--steps 8] [--repeats 3]
                                 [--tandem-steps 100] [--tandem-repeats 2] [--dtype float32] [--remat]
-                                [--only throughput|tandem]
+                                [--calls 3] [--only throughput|tandem|tandem-parts]
 
 The model is the GPT-2-small shape (d_model 768, 12 heads, vocab 50257, 1024 positions; --layers of 12 blocks,
 124M parameters at 12), random weights (`random_decoder`), trained by `lm/train`'s own trainer on local text
@@ -23,6 +23,9 @@ every 50 steps, report every 50), with a logit-lens analysis declared in ANALYSI
 `training/analyze=false`; CPU seconds of the whole run() (compilation and the figure included), alternated, min
 and median. The share at each length includes the once-per-process costs (the analysis's compilation, the
 Matplotlib import, the first figure); the steady share is of the steps the longer run adds, where those cancel.
+Tandem parts: the same share from its parts, each timed alone in its steady state after a 50-step run (the lens's
+compute and plot+save per validation, a validation pass, a training step), and the selection and compilation
+a process pays once; whole-run differences move by more than the lens costs when the machine is shared.
 Validation reads `logging/eval_batches=4` batches and checkpoints are off in both (a 124M checkpoint with Adam
 state is 1.5 GB).
 """
@@ -52,6 +55,7 @@ from lenscope.analysis.running import combined_class
 from lenscope.examples.lm import LmTrainer, token_loss
 from lenscope.models.pretrained import decoder_config, random_decoder
 from lenscope.runner import run_job
+from lenscope.training.tandem import Tandem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -223,6 +227,37 @@ def tandem(args: argparse.Namespace, root: str) -> None:
     print(f"  load average {load()}")
 
 
+def tandem_parts(args: argparse.Namespace, root: str) -> None:
+    """The tandem share from its parts, each timed alone in its steady state: the logit lens's compute and
+    plot+save per validation against 50 training steps and a validation pass, and what it costs once ahead."""
+    from tandem import steady  # bench/tandem.py: median wall and CPU of a call after a warm-up
+
+    _, step_cpu = lenscope_steps(args, root)
+    trainer = TandemLm(overrides(args, root, 50) + ["training/analyze=true"], store=f"{root}/runs")
+    trainer.setup()
+    run_job(trainer)  # 50 steps, one validation and one lens: everything compiled and imported
+    _, validation = steady(lambda: trainer.evaluate("validation"), args.calls)
+    lens = 0.0
+    for view in trainer._tandem.views:
+        _, compute = steady(view.compute, args.calls)
+        results = view.compute()
+        _, publish = steady(lambda v=view, r=results: v.publish(r), args.calls)
+        lens += compute + publish
+        print(f"  one {view.NAME} at a validation: compute {compute:6.2f} s CPU, plot+save {publish:6.2f} s CPU")
+    fresh = Tandem(trainer, trainer.ANALYSIS)  # new views: selection and compilation from scratch
+    cpu = time.process_time()
+    fresh.warm()
+    fresh.wait()
+    ahead = time.process_time() - cpu
+    between, validations = 50 * step_cpu + validation, args.tandem_steps / 50
+    whole = validations * lens + ahead
+    print(f"tandem from its parts (CPU s, medians of {args.calls} calls; load average {load()}):\n"
+          f"  50 training steps {50 * step_cpu:7.1f} ({step_cpu:.2f} a step) + one validation pass {validation:5.2f}"
+          f"\n  the lens at each validation {lens:6.2f}: steady tandem share {100 * lens / (between + lens):5.2f}%\n"
+          f"  once per process (selection, compilation) {ahead:6.2f}: over {args.tandem_steps} steps the share is "
+          f"{100 * whole / (validations * between + whole):5.2f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=12)
@@ -234,15 +269,18 @@ def main() -> None:
     parser.add_argument("--tandem-repeats", type=int, default=2)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--remat", action="store_true", help="training/remat=true (and remat in the bare loop)")
-    parser.add_argument("--only", choices=("throughput", "tandem"))
+    parser.add_argument("--only", choices=("throughput", "tandem", "tandem-parts"))
+    parser.add_argument("--calls", type=int, default=3, help="calls per steady-state measurement (tandem-parts)")
     args = parser.parse_args()
     BenchLm.LAYERS = args.layers
     sys.stdout.reconfigure(line_buffering=True)  # each run's line shows as it ends, also when piped
     with tempfile.TemporaryDirectory() as root:
-        if args.only != "tandem":
+        if args.only in (None, "throughput"):
             throughput(args, root)
-        if args.only != "throughput":
+        if args.only in (None, "tandem"):
             tandem(args, root)
+        if args.only in (None, "tandem-parts"):
+            tandem_parts(args, root)
 
 
 if __name__ == "__main__":
