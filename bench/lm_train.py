@@ -55,7 +55,6 @@ from lenscope.analysis.running import combined_class
 from lenscope.examples.lm import LmTrainer, token_loss
 from lenscope.models.pretrained import decoder_config, random_decoder
 from lenscope.runner import run_job
-from lenscope.training.tandem import Tandem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,7 +229,7 @@ def tandem(args: argparse.Namespace, root: str) -> None:
 def tandem_parts(args: argparse.Namespace, root: str) -> None:
     """The tandem share from its parts, each timed alone in its steady state: the logit lens's compute and
     plot+save per validation against 50 training steps and a validation pass, and what it costs once ahead."""
-    from tandem import steady  # bench/tandem.py: median wall and CPU of a call after a warm-up
+    from tandem import ahead_cpu, steady, view_parts  # bench/tandem.py: the same parts of the grokking bench
 
     _, step_cpu = lenscope_steps(args, root)
     trainer = TandemLm(overrides(args, root, 50) + ["training/analyze=true"], store=f"{root}/runs")
@@ -239,16 +238,10 @@ def tandem_parts(args: argparse.Namespace, root: str) -> None:
     _, validation = steady(lambda: trainer.evaluate("validation"), args.calls)
     lens = 0.0
     for view in trainer._tandem.views:
-        _, compute = steady(view.compute, args.calls)
-        results = view.compute()
-        _, publish = steady(lambda v=view, r=results: v.publish(r), args.calls)
+        (_, compute), (_, publish) = view_parts(view, args.calls)
         lens += compute + publish
         print(f"  one {view.NAME} at a validation: compute {compute:6.2f} s CPU, plot+save {publish:6.2f} s CPU")
-    fresh = Tandem(trainer, trainer.ANALYSIS)  # new views: selection and compilation from scratch
-    cpu = time.process_time()
-    fresh.warm()
-    fresh.wait()
-    ahead = time.process_time() - cpu
+    ahead = ahead_cpu(trainer)
     between, validations = 50 * step_cpu + validation, args.tandem_steps / 50
     whole = validations * lens + ahead
     print(f"tandem from its parts (CPU s, medians of {args.calls} calls; load average {load()}):\n"

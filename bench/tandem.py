@@ -132,25 +132,35 @@ def steady(fn, calls: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+def view_parts(view: Any, calls: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(wall, CPU) medians of one tandem analysis's compute and of its plot+save, each in its steady state."""
+    compute = steady(view.compute, calls)
+    results = view.compute()
+    return compute, steady(lambda: view.publish(results), calls)
+
+
+def ahead_cpu(trainer: Any) -> float:
+    """CPU seconds a fresh Tandem of the trainer's analyses spends before the first step (selection, compilation)."""
+    fresh = Tandem(trainer, trainer.ANALYSIS)
+    cpu = time.process_time()
+    fresh.warm()
+    fresh.wait()
+    return time.process_time() - cpu
+
+
 def per_analysis(trainer: TimedTrainer, calls: int, validations: int, cpu_off: float) -> None:
     """Each analysis alone (compute, plot+save) against one validation pass; the whole run's tandem CPU."""
     validation, _ = steady(lambda: trainer.evaluate("validation"), calls)
     print(f"one validation pass              {validation * 1e3:9.1f} ms")
     total = per_step_cpu = 0.0
     for view in trainer._tandem.views:
-        compute, compute_cpu = steady(view.compute, calls)
-        results = view.compute()
-        publish, publish_cpu = steady(lambda v=view, r=results: v.publish(r), calls)
+        (compute, compute_cpu), (publish, publish_cpu) = view_parts(view, calls)
         total += compute + publish
         per_step_cpu += compute_cpu + publish_cpu
         print(f"one {view.NAME:<10} run  compute {compute * 1e3:8.1f} ms  plot+save {publish * 1e3:8.1f} ms"
               f"  = {(compute + publish) / validation:6.2f}x validation")
     print(f"all analyses, one tandem step    {total * 1e3:9.1f} ms  = {total / validation:6.2f}x validation")
-    fresh = Tandem(trainer, trainer.ANALYSIS)  # new views: selection and compilation from scratch
-    cpu = time.process_time()
-    fresh.warm()
-    fresh.wait()
-    ahead = time.process_time() - cpu
+    ahead = ahead_cpu(trainer)
     work = ahead + validations * per_step_cpu
     print(f"tandem CPU, each part alone      {work:9.2f} s  = {work / cpu_off * 100:.1f} % of the CPU of a run without "
           f"analyses: select+compile ahead {ahead:.2f} s + {validations} x {per_step_cpu:.2f} s per validation")
