@@ -22,7 +22,7 @@ demo: setup
 test: setup
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers: one a core; a file's tests stay together
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20  # two workers: one a core; a file's tests stay together; the slowest listed
 
 bench: setup
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

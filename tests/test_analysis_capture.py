@@ -70,7 +70,7 @@ def test_a_list_supplies_parallel_lists_of_bound_modules_and_debug_inputs_in_sel
     [(kind, seen)] = analysis.seen
     assert kind == "list" and [s["path"] for s in seen] == order
     assert [s["type"] for s in seen] == ["MLP", "Embed", "Attention"]
-    assert [s["args"] for s in seen] == [["x"], ["inputs"], ["x", "mask", "return_pattern", "context"]]
+    assert [s["args"] for s in seen] == [["x"], ["inputs"], ["x", "mask", "return_pattern", "context", "keyed"]]
     analysis.cleanup()
 
 

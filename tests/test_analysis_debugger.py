@@ -43,7 +43,7 @@ def test_notebook_debugger_is_eager_and_leaves_initialized_state_untouched(tmp_p
     records = snapshot(trainer.store)
     with trainer.debug("blocks_0/attn") as (layer, inputs):
         assert not isinstance(inputs.x, jax.core.Tracer) and isinstance(inputs.x, jax.Array)  # eager
-        assert list(inputs) == ["x", "mask", "return_pattern", "context"] and inputs.return_pattern is False
+        assert list(inputs) == ["x", "mask", "return_pattern", "context", "keyed"] and inputs.return_pattern is False
         y, pattern = inputs.call(layer, return_pattern=True)
         np.testing.assert_allclose(layer(**inputs), y, rtol=1e-6)
         np.testing.assert_allclose(np.asarray(pattern).sum(-1), 1.0, rtol=1e-5)

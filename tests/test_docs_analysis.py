@@ -12,7 +12,7 @@ def test_analysis_docs_examples_run(tmp_path, capsys):
     namespace = run_doc(DOCS / "analysis.md", {'"/tmp/lenscope-analysis-demo"': repr(str(root))}, min_blocks=5)
     out = capsys.readouterr().out
     assert "demo.embed_norms 0" in out and "embed_norms.json" in out and "['blocks_0/attn']" in out
-    assert "['context', 'mask', 'return_pattern', 'x']" in out
+    assert "['context', 'keyed', 'mask', 'return_pattern', 'x']" in out
     assert "(['hidden'], False)\n(8,)\n1\n" in out  # the Capturer on a bare linen model
     trained = namespace["trained"]
     store = Store(root / "runs")
