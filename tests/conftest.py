@@ -20,9 +20,7 @@ pytest_plugins = ["browser"]  # the browser tests' fixtures: browser, page, serv
 # workers in collection order, so a long file collected last keeps one worker busy while the other idles.
 LONGEST_FIRST = ("test_cli.py", "test_resume_kill.py", "test_prefix_reuse.py", "test_tables.py", "test_mesh.py",
                  "test_docs_cli.py", "test_dictionaries_trainer.py", "test_interrupt.py", "test_docs_experiments.py",
-                 "test_docs_dictionaries.py", "test_lm_jobs.py", "test_docs_pretrained.py",
-                 "test_backends_multiproc.py", "test_docs_interventions.py", "test_docs_attribution.py",
-                 "test_attribution_ui.py", "test_backends_training.py", "test_packed_sweep.py",
+                 "test_backends_multiproc.py", "test_backends_training.py", "test_packed_sweep.py",
                  "test_packed_pretrained.py")
 
 
