@@ -74,7 +74,7 @@ def test_what_packing_cannot_serve_is_left_to_the_caller():
 def test_a_runs_first_block_sees_each_earlier_position_once_through_the_unpatched_stream_or_its_first_row(a):
     lay = layout(a)
     for wanted in (lay.others(), lay.ends):
-        order, mask = lay.joining(wanted)
+        order, mask, _ = lay.joining(wanted)
         for g, rows in enumerate(order):
             for r, row in enumerate(rows):
                 seen = [k for k in range(a + 1) if mask[g, r, k]]  # unpatched positions

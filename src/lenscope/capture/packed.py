@@ -79,17 +79,19 @@ class Layout:
         keep[np.arange(len(self.pos))[:, None], self.firsts] = False
         return np.nonzero(keep)[1].reshape(len(self.pos), -1)
 
-    def joining(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def joining(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a run's first block: the rows [groups, 2 + k] that block computes (each run's first row, then
-        `rows` [groups, k]), and their mask [groups, 2 + k, a + 1 + 2] over the unpatched stream at positions
-        0..a (every row but the run's first is still unpatched there) and the two first rows."""
+        `rows` [groups, k]), their mask [groups, 2 + k, a + 1 + 2] over the unpatched stream at positions
+        0..a (every row but the run's first is still unpatched there) and the two first rows, and the positions
+        [groups, a + 1 + 2 + k] of that stream, then of the rows (block_step's `positions`)."""
         groups = np.arange(len(self.pos))[:, None]
         order = np.concatenate([self.firsts, rows], axis=1)
         pos, start, run = self.pos[groups, order], self.start[groups, order], self.run[groups, order]
         keys = np.arange(self.a + 1)[None, None, :]
         unpatched = (keys <= pos[..., None]) & (keys != start[..., None])
         own = run[..., None] == np.arange(2)[None, None, :]
-        return order, np.concatenate([unpatched, own], axis=-1)
+        stream = np.broadcast_to(np.arange(self.a + 1), (len(order), self.a + 1))
+        return order, np.concatenate([unpatched, own], axis=-1), np.concatenate([stream, pos], axis=-1)
 
 
 def layout(a: int) -> Layout:
@@ -105,7 +107,6 @@ def layout(a: int) -> Layout:
     ends = np.stack([a - np.arange(groups), np.full(groups, rows - 1)], axis=1)
     firsts = np.stack([np.zeros(groups, np.int32), a - np.arange(groups) + 1], axis=1)
     return Layout(a, pos, start, run, ends, firsts, np.concatenate([context, own], axis=-1))
-
 
 
 def packable(model: Any, args: tuple, paths: Sequence[str]) -> bool:
@@ -188,10 +189,8 @@ def _join(model: Any, j: int, entering: jax.Array, stream: jax.Array, lay: Layou
     first row differs from the unpatched run, so the others' keys and values are the unpatched stream's
     (projected once, shared); the rows returned are every row, or the read rows in the last block."""
     groups = np.arange(len(lay.pos))[:, None]
-    order, mask = lay.joining(lay.ends if last else lay.others())
+    order, mask, positions = lay.joining(lay.ends if last else lay.others())
     context = stream[:, None, None, :lay.a + 1]  # [batch, 1, 1, a + 1, d]
-    positions = np.concatenate([np.broadcast_to(np.arange(lay.a + 1), (len(order), lay.a + 1)),
-                                lay.pos[groups, order]], axis=-1)
     out = model.block_step(j, entering[:, :, groups, order], jnp.asarray(mask)[:, None], context,
                            jnp.asarray(positions), keyed=2)
     if last:
