@@ -1,4 +1,8 @@
-"""The `lenscope` command end to end through real subprocesses, on a real store and real (tiny) training."""
+"""The `lenscope` command end to end on a real store and real (tiny) training.
+
+Most calls run in this process through `lenscope.cli.main(argv)` (tests/cli_runner.py); a few smoke tests run real
+subprocesses, for what only a process shows: `python -m lenscope`, its exit code and its stderr.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_runner import STORE_VARIABLES, Result, run_cli
 from conftest import TINY, lenscope_cmd
 
 from lenscope.store import Node, Store
@@ -31,29 +36,14 @@ class Boom(GrokTrainer):
 '''
 
 
-@dataclass
-class Result:
-    """What one `lenscope` process did."""
-
-    rc: int
-    raw: bytes
-    err: str
-
-    @property
-    def out(self) -> str:
-        return self.raw.decode()
-
-    @property
-    def node(self) -> Node:
-        """The node of `node <address>`, which `run` prints as its last line."""
-        last = self.out.strip().splitlines()[-1]
-        assert last.startswith("node "), self.out
-        return Node.parse(last.split(" ", 1)[1])
+def lenscope(*args: str, cwd: Path) -> Result:
+    """Run the `lenscope` command in this process (in `cwd`, so stray files land there)."""
+    return run_cli(*args, cwd=cwd)
 
 
-def lenscope(*args: str, cwd: Path, module: str = "lenscope.cli") -> Result:
-    """Run the `lenscope` command in a child process (in `cwd`, so stray files land there)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LENSCOPE_STORE", "LENSCOPE_STORE_ROOT")}
+def lenscope_process(*args: str, cwd: Path, module: str = "lenscope.cli") -> Result:
+    """Run the `lenscope` command in a child process: `python -m MODULE ARGS`."""
+    env = {k: v for k, v in os.environ.items() if k not in STORE_VARIABLES}
     env["JAX_PLATFORMS"] = "cpu"
     cmd = lenscope_cmd(*args) if module == "lenscope.cli" else [sys.executable, "-m", module, *args]
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=600)
@@ -116,13 +106,13 @@ def test_run_records_the_configured_job_and_prints_its_node_last(trained):
 def test_configure_round_trip_is_identical(trained):
     text = trained.yaml.read_text()
     assert "# total optimizer steps of the run" in text and "steps: 20" in text
-    again = lenscope("configure", "grokking/train", str(trained.yaml), cwd=trained.root, module="lenscope")
+    again = lenscope("configure", "grokking/train", str(trained.yaml), cwd=trained.root)
     assert again.rc == 0, again.err
     assert again.out == text
 
 
 def test_jobs_lists_registered_jobs_with_descriptions(trained):
-    result = lenscope("jobs", cwd=trained.root, module="lenscope")  # `python -m lenscope` works too
+    result = lenscope_process("jobs", cwd=trained.root, module="lenscope")  # `python -m lenscope` works too
     assert result.rc == 0, result.err
     lines = {line.split()[0]: line for line in result.out.splitlines()}
     assert {"grokking/train", "grokking/fourier", "grokking/summary"} <= set(lines)
@@ -145,8 +135,8 @@ def test_file_job_branches_from_a_base_node(trained):
 
 @pytest.mark.slow
 def test_failing_job_exits_2_with_one_line_showing_the_users_frame_and_marks_its_node_failed(trained):
-    # changed from exit 1: an exception raised by the user's own code is the user's error (2)
-    result = lenscope("run", str(trained.root / "my_jobs.py") + ":Boom", "--store", trained.store, *TINY,
+    # changed from exit 1: an exception raised by the user's own code is the user's error (2); a real process's code
+    result = lenscope_process("run", str(trained.root / "my_jobs.py") + ":Boom", "--store", trained.store, *TINY,
                       cwd=trained.root)
     line = one_error_line(result, code=2)
     assert "RuntimeError: boom at the first step" in line and "--debug" in line
@@ -271,7 +261,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(trained, case):
 
 
 def test_missing_store_is_a_usage_error_and_is_not_created(tmp_path):
-    line = one_error_line(lenscope("ls", "--store", str(tmp_path / "nowhere"), cwd=tmp_path))
+    line = one_error_line(lenscope_process("ls", "--store", str(tmp_path / "nowhere"), cwd=tmp_path))  # a real process
     assert "no lenscope store at" in line and not (tmp_path / "nowhere").exists()
 
 

@@ -1,38 +1,29 @@
-"""docs/cli.md stays true: its `bash` blocks run, in order, in one shell against a fresh store."""
+"""docs/cli.md stays true: its `bash` blocks run, in order, in one shell against a fresh store (its `lenscope` calls
+served in this process: tests/doc_shell.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_shell import bash_blocks, run_blocks
 
 from lenscope.store import Node, Store
 
 DOC = Path(__file__).parents[1] / "docs" / "cli.md"
-PREAMBLE = f'set -euo pipefail\npython() {{ "{sys.executable}" "$@"; }}\nlenscope() {{ python -m lenscope "$@"; }}\n'
-
-
-def bash_blocks() -> list[str]:
-    return re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
 
 
 def test_doc_has_runnable_examples_of_every_subcommand():
-    code = "\n".join(bash_blocks())
+    code = "\n".join(bash_blocks(DOC))
     for command in ("run", "configure", "jobs", "ls", "show", "get"):
         assert re.search(rf"^(?:\S+=\$\()?lenscope {command}\b", code, re.M), command
 
 
 @pytest.mark.slow
 def test_doc_examples_run(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("LENSCOPE_STORE", "LENSCOPE_STORE_ROOT")}
-    env["JAX_PLATFORMS"] = "cpu"
-    done = subprocess.run(["bash", "-c", PREAMBLE + "\n".join(bash_blocks())], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = run_blocks(DOC, tmp_path)
     out = done.stdout
     assert done.returncode == 0, (out, done.stderr[-3000:])
     assert "round trip: identical" in out and "n_layers: 2" in out

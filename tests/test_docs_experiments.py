@@ -1,28 +1,22 @@
-"""docs/experiments.md stays true: its `bash` blocks (a sweep, config queries, diff, exports) run in one shell."""
+"""docs/experiments.md stays true: its `bash` blocks (a sweep, config queries, diff, exports) run in one shell (its
+`lenscope` calls served in this process: tests/doc_shell.py)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_shell import run_blocks
 
 DOC = Path(__file__).parents[1] / "docs" / "experiments.md"
-PREAMBLE = f'set -euo pipefail\npython() {{ "{sys.executable}" "$@"; }}\nlenscope() {{ python -m lenscope "$@"; }}\n'
 
 for module, extra in (("optuna", "sweep"), ("tensorboard", "export"), ("mlflow", "export")):
     pytest.importorskip(module, reason=f"docs/experiments.md needs {module}: pip install -e '.[{extra}]'")
 
 
 def test_doc_examples_run(tmp_path: Path) -> None:
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
-    env = {k: v for k, v in os.environ.items() if k not in ("LENSCOPE_STORE", "LENSCOPE_STORE_ROOT")}
-    env["JAX_PLATFORMS"] = "cpu"
-    done = subprocess.run(["bash", "-c", PREAMBLE + "\n".join(blocks)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = run_blocks(DOC, tmp_path)
     out = done.stdout
     assert done.returncode == 0, (out, done.stderr[-3000:])
     (tmp_path / "out.txt").write_text(out)
