@@ -10,7 +10,9 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +56,50 @@ TINY = [
     "optimization/warmup_steps=0", "logging/report_interval=10", "logging/validation_interval=20",
     "logging/checkpoint_interval=20",
 ]
+
+
+# The one trained run a worker builds (`trained_base`): TINY for 20 steps, a checkpoint on its last node, no analyses.
+BASE = TINY + ["training/steps=20", "training/analyze=false"]
+
+
+@dataclass(frozen=True)
+class TrainedBase:
+    """A folder holding a store (`runs/`) with one finished BASE run, its results folder and that run's last node."""
+
+    root: Path
+    node: Any  # lenscope.store.Node (imported lazily: the environment above is set before lenscope loads)
+
+    @property
+    def store_root(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def sources(self) -> list[str]:
+        """BASE with the results in this folder: what later jobs on this store's base node are given."""
+        return BASE + [f"logging/results={self.root / 'results'}"]
+
+    def copy(self, dest: Path) -> TrainedBase:
+        """A private copy of the store and results under `dest` (checkpoints are stored relative to the store)."""
+        shutil.copytree(self.store_root, dest / "runs")
+        if (self.root / "results").exists():
+            shutil.copytree(self.root / "results", dest / "results")
+        return TrainedBase(dest, self.node)
+
+
+@pytest.fixture(scope="session")
+def trained_base_template(tmp_path_factory: pytest.TempPathFactory) -> TrainedBase:
+    """BASE trained once per worker (session), never written to again: tests take copies (`trained_base`)."""
+    from lenscope.runner import run_job
+
+    root = tmp_path_factory.mktemp("trained-base")
+    node = run_job("grokking/train", BASE + [f"logging/results={root / 'results'}"], store=root / "runs")
+    return TrainedBase(root, node)
+
+
+@pytest.fixture(scope="module")
+def trained_base(trained_base_template: TrainedBase, tmp_path_factory: pytest.TempPathFactory) -> TrainedBase:
+    """This module's own copy of the worker's trained BASE run (its tests may add nodes and artifacts to it)."""
+    return trained_base_template.copy(tmp_path_factory.mktemp("base"))
 
 
 @pytest.fixture

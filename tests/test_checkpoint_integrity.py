@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import TINY
 
 from lenscope.cli.main import main
-from lenscope.runner import run_job
 from lenscope.store import Node, Store
 from lenscope.training.checkpoint import read_checkpoint
 
@@ -24,13 +23,9 @@ QUIET = ["training/analyze=false", "logging/validation_interval=0"]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Node]:
-    """A store holding a tiny finished run and the node of its last checkpoint."""
-    folder = tmp_path_factory.mktemp("trained")
-    run_job("grokking/train", TINY + QUIET + [f"logging/results={folder / 'results'}"], store=folder / "runs")
-    with Store(folder / "runs") as store:
-        node = store.query().checkpoint().latest()["node"]
-    return folder / "runs", Node.parse(node)
+def trained(trained_base_template) -> tuple[Path, Node]:
+    """A store holding a tiny finished run and the node of its last checkpoint (the worker's: tests damage copies)."""
+    return trained_base_template.store_root, trained_base_template.node
 
 
 @pytest.fixture

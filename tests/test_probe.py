@@ -19,13 +19,9 @@ from lenscope.store import Store
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A grokking model trained for 40 steps (checkpoints at 20 and 40)."""
-    from conftest import TINY
-
-    root = tmp_path_factory.mktemp("probe")
-    tiny = TINY + [f"logging/results={root / 'results'}", "training/analyze=false"]
-    return root, tiny, run_job(GrokTrainer, tiny, store=root / "runs")
+def trained(trained_base):
+    """A grokking model trained for 20 steps, a checkpoint on its last node (a copy of the worker's)."""
+    return trained_base.root, trained_base.sources, trained_base.node
 
 
 def test_the_probe_reads_the_table_through_input_store_and_beats_chance(trained):

@@ -34,14 +34,9 @@ PATHS = ["", "embed", "blocks_0", "blocks_0/attn", "blocks_0/attn/query", "block
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """A 20-step grokking run with a checkpoint on its last node, shared by the tests of this module."""
-    from conftest import TINY
-
-    root = tmp_path_factory.mktemp("base")
-    tiny = TINY + [f"logging/results={root / 'results'}", "training/steps=20", "training/analyze=false"]
-    node = run_job(GrokTrainer, tiny, store=root / "runs")
-    return root, tiny, node
+def base(trained_base):
+    """A 20-step grokking run with a checkpoint on its last node (a copy of the worker's), shared by this module."""
+    return trained_base.root, trained_base.sources, trained_base.node
 
 
 class CountingTrainer(GrokTrainer):

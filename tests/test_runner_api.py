@@ -15,18 +15,13 @@ from lenscope.analysis.builtin.concept import ConceptDirection, concept_directio
 from lenscope.errors import ConfigError, UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.examples.grokking_analyses import SummaryAnalysis
-from lenscope.runner import run_job
 from lenscope.store import Store
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """A 20-step grokking run with a checkpoint on its last node, shared by this module's tests."""
-    from conftest import TINY
-
-    root = tmp_path_factory.mktemp("runner_api")
-    tiny = TINY + [f"logging/results={root / 'results'}", "training/steps=20", "training/analyze=false"]
-    return root, tiny, run_job(GrokTrainer, tiny, store=root / "runs")
+def base(trained_base):
+    """A 20-step grokking run with a checkpoint on its last node (a copy of the worker's), shared by this module."""
+    return trained_base.root, trained_base.sources, trained_base.node
 
 
 def fresh(base: tuple, cls: type = GrokTrainer) -> Any:
