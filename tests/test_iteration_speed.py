@@ -21,7 +21,6 @@ from lenscope.errors import UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import Attention
 from lenscope.models import nnx as nnx_models
-from lenscope.runner import run_job
 from lenscope.training.compile_cache import ENV, cache_folder
 
 
@@ -36,11 +35,9 @@ class InitSpy(GrokTrainer):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[list[str], Path, Any]:
-    """(config, store folder, checkpointed node) of a tiny grokking run."""
-    root = tmp_path_factory.mktemp("speed")
-    cfg = TINY + ["training/steps=20", f"logging/results={root / 'results'}"]
-    return cfg, root / "runs", run_job(GrokTrainer, cfg, store=root / "runs")
+def trained(trained_base) -> tuple[list[str], Path, Any]:
+    """(config, store folder, checkpointed node) of a tiny grokking run (a copy of the worker's)."""
+    return trained_base.sources, trained_base.store_root, trained_base.node
 
 
 def test_a_restore_never_calls_the_models_init_on_real_arrays(trained):
