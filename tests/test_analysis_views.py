@@ -80,7 +80,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "conclude": lambda v: v.conclude(v.compute()),
     "corrupt": lambda v: v.corrupt(_batch(v)),
     "debug": _debug,
-    "eval_step": lambda v: v.eval_step(v.state.params, _batch(v)),
+    "eval_step": lambda v: jax.eval_shape(v.eval_step, v.state.params, _batch(v)),  # traced, not compiled: pure
     "evaluate": lambda v: v.evaluate("validation"),
     "executable": lambda v: v.executable(v.state, v.analysis_batch(), v.analysis_key()),
     "find": lambda v: v.find(),
@@ -94,7 +94,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "inputs_for_call": lambda v: v.inputs_for_call({"k": 1}).__enter__(),
     "log": lambda v: v.log("x", 1.0),
     "log_dict": lambda v: v.log_dict({"x": 1.0}),
-    "loss": lambda v: v.loss(v.state.params, _batch(v), jax.random.PRNGKey(0)),
+    "loss": lambda v: jax.eval_shape(v.loss, v.state.params, _batch(v), jax.random.PRNGKey(0)),  # pure: traced
     "model_inputs": lambda v: v.model_inputs(_batch(v)),
     "module": lambda v: v.module(v.state.params),
     "on_analysis_end": lambda v: v.on_analysis_end({}),
@@ -133,7 +133,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "token_strings": lambda v: v.token_strings([0, v.args.p]),
     "trace": lambda v: v.trace(v.state, _batch(v), v.analysis_key()),
     "train": lambda v: v.train(),
-    "train_step": lambda v: v.train_step(v.state, _batch(v)),
+    "train_step": lambda v: jax.eval_shape(v.train_step, v.state, _batch(v)),  # traced, not compiled: pure
     "unembed": lambda v: v.unembed(v.state.params, jnp.zeros((1, v.args.d_model))),
     "use_cfg": lambda v: None,  # run_analysis binds views with it (tests/test_run_analysis.py)
     "validate": REFUSED,

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
 import jax
 import numpy as np
 import pytest
-from conftest import TINY, lenscope_cmd, xla_compilations
+from cli_runner import run_cli
+from conftest import TINY, xla_compilations
 
 from lenscope.analysis import AnalysisBase
 from lenscope.config import field
@@ -353,37 +354,21 @@ def test_strict_failing_analysis_stops_training_and_marks_node_failed(tiny, stor
     store.close()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(lenscope_cmd(*args), check=False, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done
+def _cli(*args: str) -> str:
+    """`lenscope ARGS`' stdout, run in this process (tests/cli_runner.py)."""
+    done = run_cli(*args, cwd=Path.cwd())
+    assert done.rc == 0, done.err
+    return done.out
 
 
-@pytest.mark.slow
-def test_tandem_json_is_byte_identical_to_standalone_run_on_the_checkpoint(tandem_run):
-    store, node = tandem_run.store, tandem_run.node
-    at_10 = Node(node.name, node.nonce, 10)
-    assert store.checkpoint(at_10) is not None
-    tandem = store.artifact(at_10, "summary")["content"]
-    other = tandem_run.root / "standalone"
-    out = _cli("run", "grokking/summary", "--base", str(at_10), f"logging/results={other}",
-               "--store", str(tandem_run.root / "runs")).stdout
-    assert out.splitlines()[-1] == f"node {at_10}"
-    versions = store.query().node(at_10).artifact("summary").history().select()
-    assert [r["version"] for r in versions] == [1, 2]
-    assert versions[0]["payload"].content == versions[1]["payload"].content == tandem
-    assert (other / node.name / node.nonce / "10" / "summary.json").read_bytes() == tandem
-
-
-@pytest.mark.slow
 def test_one_analysis_across_a_lineage_in_seq_order_from_python_and_cli(tandem_run):
     store, node = tandem_run.store, tandem_run.node
     rows = store.query().nonce(node.nonce).artifact("fourier").sort("seq").select()
     assert [(r["seq"], r["filename"]) for r in rows] == [(s, "fourier.pdf") for s in (5, 10, 15, 20)]
     runs = str(tandem_run.root / "runs")
-    listed = json.loads(_cli("ls", "--lineage", str(node), "--artifact", "fourier", "--json", "--store", runs).stdout)
+    listed = json.loads(_cli("ls", "--lineage", str(node), "--artifact", "fourier", "--json", "--store", runs))
     assert [(r["node"], r["name"]) for r in listed] == [(str(Node(node.name, node.nonce, s)), "fourier")
                                                        for s in (5, 10, 15, 20)]
-    text = _cli("show", str(Node(node.name, node.nonce, 15)), "--store", runs).stdout
+    text = _cli("show", str(Node(node.name, node.nonce, 15)), "--store", runs)
     assert all(f"{name}.{ext}" in text for name, ext in zip(NAMES, ("pdf", "pdf", "json")))
 
