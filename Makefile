@@ -1,11 +1,11 @@
 # Two entry points on a fresh clone: `make demo` (train the grokking example) and `make test`
-# (the import contracts and ruff, then the test suite).
+# (the import contracts and ruff, then the test suite); `make test-fast` skips the tests marked slow.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo lint test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,10 +19,18 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/lenscope run grokking/train logging/validation_interval=50 logging/analysis_interval=500
 
-test: setup
+# Two workers, one a core; a file's tests stay together (they share its module fixtures); the 20 slowest listed.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
+
+lint: setup
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20  # two workers: one a core; a file's tests stay together; the slowest listed
+
+test: lint
+	$(PYTEST)
+
+test-fast: lint
+	$(PYTEST) -m "not slow"
 
 bench: setup
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

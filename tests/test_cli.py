@@ -121,7 +121,6 @@ def test_jobs_lists_registered_jobs_with_descriptions(trained):
         assert lines[op].split()[1] == "[op]", lines[op]
 
 
-@pytest.mark.slow
 def test_file_job_branches_from_a_base_node(trained):
     result = lenscope("--store", trained.store, "run", "--base", str(trained.node), "my_jobs.py:Quiet", "--branch",
                       "training/steps=3", "training/analyze=false", cwd=trained.root)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from doc_blocks import DOCS, run_doc
 
 
+@pytest.mark.slow  # a whole document: a model, two dictionaries, a two-site transcoder
 def test_dictionaries_docs_examples_run(tmp_path, capsys):
     run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=9)
     out = capsys.readouterr().out

@@ -15,6 +15,7 @@ for module, extra in (("optuna", "sweep"), ("tensorboard", "export"), ("mlflow",
     pytest.importorskip(module, reason=f"docs/experiments.md needs {module}: pip install -e '.[{extra}]'")
 
 
+@pytest.mark.slow  # a whole document: an Optuna sweep, diff and exports
 def test_doc_examples_run(tmp_path: Path) -> None:
     done = run_blocks(DOC, tmp_path)
     out = done.stdout

@@ -27,6 +27,8 @@ JOBS = Path(__file__).parent / "jobs" / "slow_grok.py"
 TRAIN = TINY + ["training/steps=2000", "logging/validation_interval=5", "logging/checkpoint_interval=10"]
 BOUND_S = 30.0  # generous: a loaded CI machine; the run itself stops at the next safe point
 
+pytestmark = pytest.mark.slow  # real processes interrupted and waited for
+
 
 def _interrupt(command: list[str], signum: int, marker: str, count: int, delay: float) -> tuple[int, str, float]:
     """Start `command`, wait for the `count`-th stderr line containing `marker`, wait `delay`, send `signum`.

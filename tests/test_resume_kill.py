@@ -25,6 +25,8 @@ from lenscope.store import Node, Store
 from lenscope.training.checkpoint import read_checkpoint
 from lenscope.training.state import flat_paths
 
+pytestmark = pytest.mark.slow  # runs killed and restarted in real processes
+
 JOB = str(Path(__file__).parent / "jobs" / "slow_grok.py") + ":SlowGrok"
 CONFIG = ["training/steps=400", "logging/checkpoint_interval=50", "logging/validation_interval=0"]
 
