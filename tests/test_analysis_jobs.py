@@ -6,7 +6,6 @@ Each test is named after the seed sentence it checks; real grokking models, real
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -14,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 from analysis_probes import config, probe, results_file, snapshot, spectrum_json, train_base
-from conftest import lenscope_cmd
+from cli_runner import run_cli
 
 import lenscope
 from lenscope.analysis import AnalysisBase
@@ -129,10 +128,10 @@ def test_pass_a_checkpoint_as_base_to_restore_results_attach_to_that_exact_node(
 
 
 def test_execute_through_the_normal_job_entry_point_cli_with_base(trained):
-    out = subprocess.run(
-        lenscope_cmd("run", "grokking/summary", "--base", str(trained.base), "--store", str(trained.root / "runs"),
-                     *trained.cfg), capture_output=True, text=True, timeout=120, check=True).stdout
-    assert out.strip().splitlines()[-1] == f"node {trained.base}"
+    done = run_cli("run", "grokking/summary", "--base", str(trained.base), "--store", str(trained.root / "runs"),
+                   *trained.cfg, cwd=trained.root)  # in this process: tests/cli_runner.py
+    assert done.rc == 0, done.err
+    assert done.node == trained.base
     summary = json.loads(results_file(trained.root, trained.base, "summary.json").read_bytes())
     assert summary["node"] == str(trained.base) and summary["seq"] == 2
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.conftest import lenscope_cmd
+from cli_runner import run_cli
 from tests.xor_job import XOR_JOB
 
 from lenscope.errors import CheckpointError
@@ -53,12 +52,11 @@ def test_an_analysis_on_a_foreign_checkpoint_fails_before_anything_is_written(tm
     store_root = tmp_path / "runs"
     node = run_job(f"{tmp_path / 'xor.py'}:Xor", [f"logging/results={tmp_path / 'results'}"], store=store_root)
     before = Store(store_root).get(node)
-    done = subprocess.run(lenscope_cmd("run", "grokking/fourier", "--base", str(node), "--store", str(store_root),
-                                       f"logging/results={tmp_path / 'analysis'}"),
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert done.returncode == 2, done.stderr
-    assert "checkpoint does not match the model" in done.stderr and "lacks" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = run_cli("run", "grokking/fourier", "--base", str(node), "--store", str(store_root),
+                   f"logging/results={tmp_path / 'analysis'}", cwd=tmp_path)  # in this process: tests/cli_runner.py
+    assert done.rc == 2, done.err
+    assert "checkpoint does not match the model" in done.err and "lacks" in done.err
+    assert len(done.err.strip().splitlines()) == 1, done.err
     after = Store(store_root).get(node)
     assert after.artifacts == before.artifacts and after.values == before.values
     assert Store(store_root).status(node) == "done"
