@@ -103,6 +103,12 @@ def trained_base(trained_base_template: TrainedBase, tmp_path_factory: pytest.Te
 
 
 @pytest.fixture
+def trained_copy(trained_base_template: TrainedBase, tmp_path: Path) -> TrainedBase:
+    """This test's own copy of the worker's trained BASE run, in tmp_path (its store is `store_root`)."""
+    return trained_base_template.copy(tmp_path)
+
+
+@pytest.fixture
 def tiny(tmp_path: Path) -> list[str]:
     """Overrides for a grokking run that trains in seconds, with results under tmp_path."""
     return TINY + [f"logging/results={tmp_path / 'results'}"]

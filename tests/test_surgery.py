@@ -11,7 +11,6 @@ import optax
 
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import Transformer
-from lenscope.runner import run_job
 from lenscope.store import Store
 from lenscope.training.checkpoint import partial_restore, read_checkpoint
 from lenscope.training.state import flat_paths
@@ -55,8 +54,8 @@ class ParityTrainer(GrokTrainer):
         return restored
 
 
-def test_surgery_adds_an_output_head_to_a_trained_model(tiny, store_root):
-    base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def test_surgery_adds_an_output_head_to_a_trained_model(tiny, store_root, trained_copy):
+    base = trained_copy.node  # a 20-step run in store_root
     trainer = ParityTrainer(tiny + ["training/steps=10"], base=base, store=store_root)
     trainer.setup(resume=False)
     assert trainer.restored_missing and all("parity" in path for path in trainer.restored_missing)

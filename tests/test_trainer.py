@@ -96,8 +96,8 @@ def test_resume_attaches_to_base_and_continues(tiny, store_root):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_branch_starts_a_new_lineage_whose_parent_is_the_base(tiny, store_root):
-    base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def test_branch_starts_a_new_lineage_whose_parent_is_the_base(tiny, store_root, trained_copy):
+    base = trained_copy.node  # a 20-step run in store_root
     branch = run_job(GrokTrainer, tiny + ["training/steps=20"], base=base, branch=True, store=store_root)
     store = Store(store_root)
     assert branch.nonce != base.nonce and branch.seq == 20
@@ -114,8 +114,8 @@ class PartialGrok(GrokTrainer):
         return restored
 
 
-def test_restore_into_model_with_extra_layer_is_refused_unless_surgery_opts_in(tiny, store_root):
-    base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def test_restore_into_model_with_extra_layer_is_refused_unless_surgery_opts_in(tiny, store_root, trained_copy):
+    base = trained_copy.node  # a 20-step run in store_root
     count = len(Store(store_root).query().all())
     with pytest.raises(CheckpointError, match="the checkpoint lacks .* 'params/blocks_1/"):
         GrokTrainer(tiny + ["model/n_layers=2"], base=base, store=store_root).setup(resume=False)
@@ -130,8 +130,8 @@ def test_restore_into_model_with_extra_layer_is_refused_unless_surgery_opts_in(t
     bigger.cleanup()
 
 
-def test_shape_mismatch_names_the_leaf_and_writes_nothing(tiny, store_root):
-    base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def test_shape_mismatch_names_the_leaf_and_writes_nothing(tiny, store_root, trained_copy):
+    base = trained_copy.node  # a 20-step run in store_root
     count = len(Store(store_root).query().all())
     wider = GrokTrainer(tiny + ["model/d_mlp=32"], base=base, store=store_root)
     with pytest.raises(CheckpointError, match="params/blocks_0/mlp/fc_in/"):
@@ -139,8 +139,8 @@ def test_shape_mismatch_names_the_leaf_and_writes_nothing(tiny, store_root):
     assert len(Store(store_root).query().all()) == count
 
 
-def test_missing_or_corrupt_checkpoint_is_a_clear_error(tiny, store_root):
-    base = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def test_missing_or_corrupt_checkpoint_is_a_clear_error(tiny, store_root, trained_copy):
+    base = trained_copy.node  # a 20-step run in store_root
     store = Store(store_root)
     path = store.checkpoint(base)
     count = len(store.query().all())
