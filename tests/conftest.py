@@ -20,7 +20,7 @@ pytest_plugins = ["browser"]  # the browser tests' fixtures: browser, page, serv
 
 # The longest files (by `pytest --durations`), scheduled first: `make test` hands whole files to two xdist
 # workers in collection order, so a long file collected last keeps one worker busy while the other idles.
-LONGEST_FIRST = ("test_cli.py", "test_resume_kill.py", "test_prefix_reuse.py", "test_tables.py", "test_mesh.py",
+LONGEST_FIRST = ("test_resume_kill.py", "test_prefix_reuse.py", "test_tables.py", "test_mesh.py",
                  "test_docs_cli.py", "test_dictionaries_trainer.py", "test_interrupt.py", "test_docs_experiments.py",
                  "test_backends_multiproc.py", "test_backends_training.py", "test_packed_sweep.py",
                  "test_packed_pretrained.py")
