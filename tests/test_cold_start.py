@@ -8,11 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TINY
-
 from lenscope import job_registry
-from lenscope.examples.grokking import GrokTrainer
-from lenscope.runner import run_job
 
 # Modules a `grokking/fourier --base NODE` run has no use for: other jobs, the UI, exporters, dictionaries,
 # attribution graphs, sweeps, the pretrained decoder, other model libraries, pyplot, tables, PyTorch peers.
@@ -35,9 +31,10 @@ def modules_at_exit(argv: list[str], listing: Path) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=300)
 
 
-def test_a_base_analysis_imports_only_the_modules_it_uses(tmp_path: Path) -> None:
+def test_a_base_analysis_imports_only_the_modules_it_uses(tmp_path: Path, trained_copy) -> None:
     store, results = tmp_path / "runs", f"logging/results={tmp_path / 'results'}"
-    node = run_job(GrokTrainer, TINY + ["training/steps=20", "training/analyze=false", results], store=store)
+    node = trained_copy.node  # a 20-step run in store, without analyses
+    assert not list((tmp_path / "results").rglob("fourier.pdf"))
     listing = tmp_path / "modules.json"
     done = modules_at_exit(["run", "grokking/fourier", "--base", str(node), "--store", str(store), results], listing)
     assert done.returncode == 0, done.stderr[-3000:]
