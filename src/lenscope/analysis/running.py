@@ -24,7 +24,7 @@ from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
 from . import op_registry as ops
-from .base import AnalysisBase
+from .base import AnalysisBase, concrete_trainer
 from .batch import AnalysisBatch, AnalysisEntry, AnalysisStore
 from .cfg import AnalysisCfg, coerce_cfg, option_fields
 from .table_mode import step_rows, table_artifact
@@ -48,18 +48,10 @@ def analysis_class(cfg: AnalysisCfg) -> type:
     return cls
 
 
-def _concrete_trainer(cls: type) -> type | None:
-    """The first concrete trainer class an analysis class already mixes in, if any."""
-    for klass in cls.__mro__:
-        if issubclass(klass, BaseTrainer) and not issubclass(klass, AnalysisBase) and klass is not BaseTrainer:
-            return klass
-    return None
-
-
 @functools.cache
 def combined_class(analysis: type, trainer: type) -> type:
     """`analysis` on `trainer`: a general analysis (no trainer in its bases) is mixed in front of the trainer class."""
-    bound = _concrete_trainer(analysis)
+    bound = concrete_trainer(analysis)
     if bound is not None:
         if not issubclass(trainer, bound):
             raise UsageError(f"{analysis.__name__} analyzes {bound.__name__} jobs, "
