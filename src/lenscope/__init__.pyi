@@ -4,8 +4,8 @@ from typing import Any
 
 from . import dictionaries as dictionaries
 from . import ops as ops
+from . import plots as plots
 from .analysis import AnalysisBase as AnalysisBase
-from .analysis import plots as plots
 from .analysis.batch import AnalysisBatch as AnalysisBatch
 from .analysis.batch import AnalysisStore as AnalysisStore
 from .analysis.builtin import OpAnalysis as OpAnalysis
