@@ -14,9 +14,9 @@ import lenscope
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules a reader may import from (packages with an `__all__`, the op facade, the examples); the rest may move.
-# lenscope.analysis and lenscope.analysis.execution are the seed-002 import paths of the runner API.
+# lenscope.analysis is the seed-002 import path of the runner API.
 PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|dictionaries|attribution|"
-                            r"analysis(\.execution)?"
+                            r"analysis"
                             r"|examples(\.\w+)?))?\Z")
 
 

@@ -52,8 +52,7 @@ def test_seed_session_runner_entry_points(tiny, store_root):
 def test_seed_execution_helpers_and_top_level_ops(base):
     import lenscope as it
     import lenscope.analysis  # ensure op wrappers are registered  # noqa: F401
-    from lenscope.analysis import AnalysisCfg, execute_analysis_op
-    from lenscope.analysis.execution import execute_analysis_step
+    from lenscope.analysis import AnalysisCfg, execute_analysis_op, execute_analysis_step
 
     module = fresh(base)
     module.setup(attach=True)
