@@ -79,3 +79,20 @@ def test_docs_and_readme_import_only_public_names():
     unknown = [f"{where}: {name}" for where, module, names in imports if module == "lenscope"
                for name in names if name not in lenscope.__all__]
     assert not unknown, "docs import names lenscope does not export:\n" + "\n".join(unknown)
+
+
+def test_from_pretrained_is_documented_as_lenscope_models_from_pretrained_and_defined_once():
+    import subprocess
+    import sys
+
+    from lenscope.models import from_pretrained
+    from lenscope.models.pretrained import pretrained
+
+    assert from_pretrained is lenscope.from_pretrained is pretrained.from_pretrained
+    assert from_pretrained.__module__ == "lenscope.models.pretrained.pretrained"
+    defined = [path for path in (ROOT / "src").rglob("*.py") if "def from_pretrained(" in path.read_text("utf-8")]
+    assert defined == [ROOT / "src/lenscope/models/pretrained/pretrained.py"], defined
+    docs = (ROOT / "docs" / "pretrained.md").read_text(encoding="utf-8")
+    assert "from lenscope.models import from_pretrained" in docs and "from lenscope import from_pretrained" not in docs
+    code = "import sys, lenscope.models; print('equinox' in sys.modules)"  # lazy: a linen job never loads Equinox
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -5,9 +5,9 @@
 
 from ..capture import DebugInputs
 from .base import AnalysisBase
-from .batch import AnalysisBatch, AnalysisStore
+from .batch import AnalysisBatch, AnalysisResults
 from .cfg import AnalysisCfg
 from .running import execute_analysis_op, execute_analysis_step, run_analysis
 
-__all__ = ["AnalysisBase", "AnalysisBatch", "AnalysisCfg", "AnalysisStore", "DebugInputs", "execute_analysis_op",
+__all__ = ["AnalysisBase", "AnalysisBatch", "AnalysisCfg", "AnalysisResults", "DebugInputs", "execute_analysis_op",
            "execute_analysis_step", "run_analysis"]

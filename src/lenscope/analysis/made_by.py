@@ -46,7 +46,7 @@ def _source_file(cls: type) -> str | None:
                     None)
 
 
-def analysis_class(cls: type) -> type:
+def naming_class(cls: type) -> type:
     """The class that names the analysis (defines NAME), not a trainer it was combined with."""
     return next((c for c in cls.__mro__ if "NAME" in c.__dict__), cls)
 
