@@ -21,9 +21,10 @@ def test_they_were_checked_on_the_installed_jax_which_is_the_floor():
     assert f"jax>={jax_private.CHECKED_ON}" in dependencies, dependencies
 
 
-def test_only_jax_private_names_jax_s_private_modules():
-    where = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "src").rglob("*.py")
-                   if re.search(r"jax\._src|\._cache_size\(", path.read_text(encoding="utf-8")))
+def test_only_jax_private_calls_jax_s_private_apis():
+    files = [*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "bench").glob("*.py")]
+    where = sorted(str(path.relative_to(ROOT)) for path in files if path.name != "test_jax_private.py"
+                   and re.search(r"from jax\._src|import jax\._src|\._cache_size\(", path.read_text("utf-8")))
     assert where == ["src/lenscope/capture/jax_private.py"], where
 
 
