@@ -96,3 +96,9 @@ def test_from_pretrained_is_documented_as_lenscope_models_from_pretrained_and_de
     assert "from lenscope.models import from_pretrained" in docs and "from lenscope import from_pretrained" not in docs
     code = "import sys, lenscope.models; print('equinox' in sys.modules)"  # lazy: a linen job never loads Equinox
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_the_in_memory_results_and_the_lineage_store_have_distinct_names():
+    assert {"AnalysisResults", "Store"} <= set(lenscope.__all__) and "AnalysisStore" not in lenscope.__all__
+    assert lenscope.AnalysisResults.__module__ == "lenscope.analysis.batch"
+    assert lenscope.Store.__module__ == "lenscope.store.store"
