@@ -25,7 +25,7 @@ from .cfg import choose_paths
 from .holder import Borrowed, OwnState
 from .hooks import fire
 from .lazy_plots import PlotHelper, prewarm_plots
-from .made_by import analysis_class, json_values, provenance
+from .made_by import json_values, naming_class, provenance
 from .render import render
 from .table_mode import publish_table, run_table
 
@@ -311,7 +311,7 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             return None
         filename, data = rendered
         path = self.lineage.save(self.results_dir() / filename, name, data,
-                                 provenance=provenance(analysis_class(type(self))),
+                                 provenance=provenance(naming_class(type(self))),
                                  other_class=self.args.analysis_other_class)
         if content is None and filename.endswith(".json"):  # its numbers: listed, filtered, drawn over training
             self.lineage.record(json_values(name, output))
