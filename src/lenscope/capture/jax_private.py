@@ -1,8 +1,8 @@
 """The private JAX APIs lenscope relies on, in one place, each checked on JAX CHECKED_ON.
 
 JAX may change or drop them in any release: tests/test_jax_private.py checks what each does on the installed
-JAX and fails on another version until they are checked again and CHECKED_ON is moved (pyproject.toml's JAX
-floor is the same version).
+JAX, and pyproject.toml admits only CHECKED_ON's minor series (floor CHECKED_ON, below the next minor); a test
+fails outside it until the APIs are checked again and CHECKED_ON and the range are moved together.
 """
 
 from __future__ import annotations
