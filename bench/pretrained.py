@@ -47,7 +47,7 @@ def child(loader: str, folder: str, threads: int) -> None:
         import jax
         import jax.numpy as jnp
 
-        from lenscope.models.pretrained import from_pretrained
+        from lenscope.models import from_pretrained
         jnp.zeros(1).block_until_ready()  # the XLA client starts before the baseline, as torch's runtime has
     else:
         import torch
@@ -145,7 +145,7 @@ def capture(folder: Path, threads: int, batch: int, seq: int, repeats: int) -> N
 
     from lenscope.capture import EquinoxBackend
     from lenscope.capture.patch import record
-    from lenscope.models.pretrained import from_pretrained
+    from lenscope.models import from_pretrained
 
     torch.set_num_threads(threads)
     model = from_pretrained(folder, tokenizer=False).model

@@ -132,7 +132,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "tick": REFUSED,
     "token_strings": lambda v: v.token_strings([0, v.args.p]),
     "trace": lambda v: v.trace(v.state, _batch(v), v.analysis_key()),
-    "train": lambda v: v.train(),
+    "train": lambda v: pytest.raises(UsageError, v.train),  # an analysis never trains (test_analysis_refusals.py)
     "train_step": lambda v: jax.eval_shape(v.train_step, v.state, _batch(v)),  # traced, not compiled: pure
     "unembed": lambda v: v.unembed(v.state.params, jnp.zeros((1, v.args.d_model))),
     "use_cfg": lambda v: None,  # run_analysis binds views with it (tests/test_run_analysis.py)

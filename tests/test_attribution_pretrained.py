@@ -18,7 +18,8 @@ from _attribution_models import transcoders  # noqa: E402
 
 from lenscope.attribution import Attributor, edge_errors  # noqa: E402
 from lenscope.attribution.decoder import DecoderReplacement  # noqa: E402
-from lenscope.models.pretrained import DecoderConfig, from_pretrained, random_decoder  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models.pretrained import DecoderConfig, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
 
 ROPE = inverse_frequencies({"rope_theta": 10000.0}, 8)

@@ -16,6 +16,7 @@ import pytest
 from conftest import TINY, lenscope_cmd
 
 from lenscope import Store, run_job
+from lenscope.capture.jax_private import compiled_count
 from lenscope.dictionaries import Dictionary, Spec, attach, run_with_features
 from lenscope.dictionaries.validation import _spliced_program
 from lenscope.examples.grokking import GrokTrainer
@@ -48,7 +49,7 @@ def test_transcoders_on_two_layers_train_in_one_program(model):
     trainer = GrokSae(config, base=node, store=store)
     trainer.setup()
     trainer.run()
-    assert trainer._train_step._cache_size() == 1  # both layers: one compiled step
+    assert compiled_count(trainer._train_step) == 1  # both layers: one compiled step
     record = store.get(trainer.node)
     lineage = store.query().nonce(trainer.node.nonce).sort("seq").all()
     assert store.get(lineage[0]).parents == [node]  # the store answers "which dictionaries explain this node"

@@ -6,6 +6,7 @@ import importlib.util
 import runpy
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import equinox as eqx
@@ -187,8 +188,7 @@ def test_self_batch_forward_and_gradients_inside_analyze_compile_once_and_match_
     batch = analysis.batch("validation", 0)  # still the trainer's method
     np.testing.assert_array_equal(results["labels"], batch["labels"])
     np.testing.assert_array_equal(analysis.current_batch["labels"], batch["labels"])  # eager: the analysis batch
-    with pytest.warns(DeprecationWarning, match="use self.current_batch"):  # the old Mapping use, for one release
-        np.testing.assert_array_equal(analysis.batch["labels"], batch["labels"])
+    assert not isinstance(analysis.batch, Mapping)  # the old Mapping reading of self.batch is gone (CHANGELOG)
     eager = analysis.forward(batch["inputs"], {"blocks_0/mlp": jnp.zeros_like})
     np.testing.assert_allclose(eager, results["ablated"], rtol=1e-5, atol=1e-6)
     reference = analysis.loss(analysis.state.params, batch, jax.random.PRNGKey(0))[0]

@@ -7,6 +7,7 @@ import inspect
 import sys
 from pathlib import Path
 
+import pytest
 from xor_job import XOR_JOB
 
 from lenscope.cli.main import main
@@ -36,3 +37,25 @@ def test_two_job_files_with_one_stem_are_two_modules_whose_runs_share_the_stem(t
     assert module_label(a.__module__) == module_label(b.__module__) == "my_jobs"
     assert [node.split("@")[0] for node in nodes] == ["my_jobs.Xor"] * 3  # the name does not depend on the order
     assert len({node.split("@")[1] for node in nodes}) == 3  # three runs, three lineages
+
+
+def test_a_job_file_imports_its_siblings_while_it_loads_and_leaves_sys_path_as_it_was(tmp_path: Path) -> None:
+    folder = tmp_path / "jobs"
+    file = job_file(folder, "sibling")
+    (folder / "job_helper_sibling.py").write_text("STEPS = 3\n")
+    file.write_text(file.read_text() + "\nimport job_helper_sibling\n\nSTEPS = job_helper_sibling.STEPS\n")
+    before = list(sys.path)
+    job = resolve(f"{file}:Xor")
+    assert sys.modules[job.__module__].STEPS == 3  # the sibling was importable while the file ran
+    assert sys.path == before  # was: the file's folder stayed on sys.path for the rest of the process
+    assert resolve(f"{file}:Xor") is job
+
+
+def test_a_job_file_that_fails_to_load_leaves_no_module_behind(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    file = job_file(folder, "broken")
+    file.write_text(file.read_text() + "\nraise RuntimeError('broken job file')\n")
+    before = set(sys.modules)
+    with pytest.raises(RuntimeError, match="broken job file"):
+        resolve(f"{file}:Xor")
+    assert not {name for name in set(sys.modules) - before if "my_jobs" in name}

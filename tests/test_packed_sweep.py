@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_prefix_reuse import BAD, CLEAN, model
 
-from lenscope.analysis.sweeps import logit_diff, set_position, sweep
+from lenscope.analysis.patch_sweeps import logit_diff, set_position, sweep
 from lenscope.capture.choose import backend_for
 from lenscope.capture.packed import layout, packed_position_sweep
 from lenscope.capture.patch import patched, record

@@ -17,7 +17,8 @@ from hf_models import checkpoint  # noqa: E402
 
 from lenscope.capture import EquinoxBackend, discover, match_paths, validate_selection  # noqa: E402
 from lenscope.capture.patch import patched, record  # noqa: E402
-from lenscope.models.pretrained import Decoder, DecoderConfig, from_pretrained, random_decoder  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models.pretrained import Decoder, DecoderConfig, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
 
 BACKEND = EquinoxBackend()

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import VOCAB, checkpoint, torch_or_skip  # noqa: E402
 from multiproc import SRC  # noqa: E402
 
-from lenscope.models.pretrained import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
 
 torch_or_skip()
 
@@ -23,7 +23,7 @@ SHARDED = """
 import json, sys
 import jax, numpy as np
 from jax.sharding import Mesh
-from lenscope.models.pretrained import from_pretrained
+from lenscope.models import from_pretrained
 from lenscope.models.pretrained.load import leaf_path
 mesh = Mesh(np.asarray(jax.devices()).reshape(4, 2), ("data", "model"))
 loaded = from_pretrained(sys.argv[1], mesh=mesh)

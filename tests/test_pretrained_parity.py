@@ -19,7 +19,8 @@ from hf_models import FAMILIES, VOCAB, checkpoint, torch_or_skip  # noqa: E402
 
 from lenscope.capture import EquinoxBackend  # noqa: E402
 from lenscope.capture.patch import record  # noqa: E402
-from lenscope.models.pretrained import from_pretrained, generate  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models.pretrained import generate  # noqa: E402
 
 torch, transformers = torch_or_skip()
 TOL = 1e-5

@@ -14,9 +14,9 @@ import lenscope
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules a reader may import from (packages with an `__all__`, the op facade, the examples); the rest may move.
-# lenscope.analysis and lenscope.analysis.execution are the seed-002 import paths of the runner API.
+# lenscope.analysis is the seed-002 import path of the runner API.
 PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|dictionaries|attribution|"
-                            r"analysis(\.execution)?"
+                            r"analysis"
                             r"|examples(\.\w+)?))?\Z")
 
 
@@ -79,3 +79,26 @@ def test_docs_and_readme_import_only_public_names():
     unknown = [f"{where}: {name}" for where, module, names in imports if module == "lenscope"
                for name in names if name not in lenscope.__all__]
     assert not unknown, "docs import names lenscope does not export:\n" + "\n".join(unknown)
+
+
+def test_from_pretrained_is_documented_as_lenscope_models_from_pretrained_and_defined_once():
+    import subprocess
+    import sys
+
+    from lenscope.models import from_pretrained
+    from lenscope.models.pretrained import pretrained
+
+    assert from_pretrained is lenscope.from_pretrained is pretrained.from_pretrained
+    assert from_pretrained.__module__ == "lenscope.models.pretrained.pretrained"
+    defined = [path for path in (ROOT / "src").rglob("*.py") if "def from_pretrained(" in path.read_text("utf-8")]
+    assert defined == [ROOT / "src/lenscope/models/pretrained/pretrained.py"], defined
+    docs = (ROOT / "docs" / "pretrained.md").read_text(encoding="utf-8")
+    assert "from lenscope.models import from_pretrained" in docs and "from lenscope import from_pretrained" not in docs
+    code = "import sys, lenscope.models; print('equinox' in sys.modules)"  # lazy: a linen job never loads Equinox
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_the_in_memory_results_and_the_lineage_store_have_distinct_names():
+    assert {"AnalysisResults", "Store"} <= set(lenscope.__all__) and "AnalysisStore" not in lenscope.__all__
+    assert lenscope.AnalysisResults.__module__ == "lenscope.analysis.batch"
+    assert lenscope.Store.__module__ == "lenscope.store.store"

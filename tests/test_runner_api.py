@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lenscope
-from lenscope import AnalysisBatch, AnalysisCfg, AnalysisStore, Phase
+from lenscope import AnalysisBatch, AnalysisCfg, AnalysisResults, Phase
 from lenscope.analysis.builtin.concept import ConceptDirection, concept_direction
 from lenscope.errors import ConfigError, UsageError
 from lenscope.examples.grokking import GrokTrainer
@@ -47,8 +47,7 @@ def test_seed_session_runner_entry_points(tiny, store_root):
 def test_seed_execution_helpers_and_top_level_ops(base):
     import lenscope as it
     import lenscope.analysis  # ensure op wrappers are registered  # noqa: F401
-    from lenscope.analysis import AnalysisCfg, execute_analysis_op
-    from lenscope.analysis.execution import execute_analysis_step
+    from lenscope.analysis import AnalysisCfg, execute_analysis_op, execute_analysis_step
 
     module = fresh(base)
     module.setup(attach=True)
@@ -82,7 +81,7 @@ def test_seed_analysis_runner_run_analysis(base):
     runner = fresh(base)
     cfg = AnalysisCfg(target_op=lenscope.ops.concept_direction, params={"positive": positive_label(runner)})
     store = runner.run_analysis(cfg)   # Analysis-specific
-    assert isinstance(store, AnalysisStore) and store.node == base[2]
+    assert isinstance(store, AnalysisResults) and store.node == base[2]
     assert store.dataset.num_rows == runner.data.size("validation") and store.results is None
     assert store.artifacts == ("concept_direction", "concept_direction.parquet")
 

@@ -19,6 +19,7 @@ from lenscope.capture import (
     validate_result,
     validate_selection,
 )
+from lenscope.capture.jax_private import compiled_count
 from lenscope.errors import UsageError
 
 D = 8
@@ -217,7 +218,7 @@ def test_jit_compiles_once_for_same_shapes(lm):
     f = jax.jit(make_capture_fn(traced, ["blocks_0/attn"], False, lambda layer, i: layer.pattern(i.x, i.mask)))
     a = f(params, TOKENS)
     b = f(params, (TOKENS + 1) % 11)
-    assert len(traces) == 1 and f._cache_size() == 1
+    assert len(traces) == 1 and compiled_count(f) == 1
     assert not np.allclose(a, b)
     f(params, jnp.zeros((3, 5), jnp.int32))
     assert len(traces) == 2  # a new shape is a new trace, as expected

@@ -17,12 +17,9 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from . import job_registry
-from .renamed import keep_old_names
 from .version import VERSION
 
 __version__ = VERSION
-keep_old_names(__name__, {"registry": job_registry})
 
 STUB = Path(__file__).with_suffix(".pyi")
 

@@ -4,10 +4,10 @@ from typing import Any
 
 from . import dictionaries as dictionaries
 from . import ops as ops
+from . import plots as plots
 from .analysis import AnalysisBase as AnalysisBase
-from .analysis import plots as plots
 from .analysis.batch import AnalysisBatch as AnalysisBatch
-from .analysis.batch import AnalysisStore as AnalysisStore
+from .analysis.batch import AnalysisResults as AnalysisResults
 from .analysis.builtin import OpAnalysis as OpAnalysis
 from .analysis.cfg import AnalysisCfg as AnalysisCfg
 from .analysis.running import execute_analysis_op as execute_analysis_op
@@ -29,8 +29,8 @@ from .errors import UsageError as UsageError
 from .job_registry import job as job
 from .job_registry import jobs as jobs
 from .job_registry import resolve as resolve
+from .models import from_pretrained as from_pretrained
 from .models.pretrained import Pretrained as Pretrained
-from .models.pretrained import from_pretrained as from_pretrained
 from .runner import build_job as build_job
 from .runner import run_analyses as run_analyses
 from .runner import run_job as run_job

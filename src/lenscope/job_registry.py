@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import re
 import sys
@@ -12,6 +14,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from .errors import UsageError, hint
+from .model_libraries import imported_module
 
 T = TypeVar("T", bound=type)
 
@@ -81,7 +84,7 @@ def _module_name(file: Path) -> str:
     """The name Python imports the job file at resolved `file` under when that is this file, else one from its path."""
     stem = re.sub(r"\W", "_", file.stem)
     if stem.isidentifier():
-        loaded = sys.modules.get(stem)
+        loaded = imported_module(stem)
         if loaded is not None:
             if _same_file(getattr(loaded, "__file__", None), file):
                 return stem  # already imported as a module (a sibling imported it): its classes exist once
@@ -106,19 +109,29 @@ def _load_file(path: str) -> ModuleType:
         raise UsageError(f"job file {path!r} does not exist (expected path/to/file.py:Class)")
     file = file.resolve()
     name = _module_name(file)
-    if name in sys.modules:
-        return sys.modules[name]
-    if str(file.parent) not in sys.path:  # as `python file.py` does: the file's own folder imports its siblings
-        sys.path.insert(0, str(file.parent))
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and type hints look the module up while it executes
+    # importlib enters the module before it executes (dataclasses look it up) and removes it if it fails; as
+    # `python file.py` does, the file's own folder is on sys.path while it runs, so it imports its siblings
+    folder, finder = str(file.parent), _OneFile(name, file)
+    added = folder not in sys.path
+    sys.meta_path.insert(0, finder)
+    if added:
+        sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+        return importlib.import_module(name)  # once per process: a second call finds it imported
+    finally:
+        sys.meta_path.remove(finder)
+        if added:
+            sys.path.remove(folder)
+
+
+class _OneFile(importlib.abc.MetaPathFinder):
+    """Finds the module `name` at `file`, and nothing else."""
+
+    def __init__(self, name: str, file: Path) -> None:
+        self.name, self.file = name, file
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        return importlib.util.spec_from_file_location(fullname, self.file) if fullname == self.name else None
 
 
 def _job_class(module: Any, attr: str, where: str) -> type:

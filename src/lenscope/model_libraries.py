@@ -1,20 +1,38 @@
-"""The model libraries lenscope supports (flax.linen, flax.nnx, equinox) and which one a model or module is from.
+"""The libraries lenscope may use without importing them: the model libraries and the optional extras.
 
-Capture (its backends and TARGET), training (the model kinds) and anything that publishes a model ask here. It
-is the one place that looks a library up in sys.modules: a model can only be an nnx.Module or an eqx.Module if
-that library is imported already, and a linen job should not pay a third of a second to import the others.
+Model libraries (flax.linen, flax.nnx, equinox): capture (its backends and TARGET), training (the model kinds)
+and anything that publishes a model ask here which one a model or module is from. A model can only be an
+nnx.Module or an eqx.Module if that library is imported already, and a linen job should not pay a third of a
+second to import the others.
+
+Optional extras (`pip install 'lenscope[EXTRA]'`): a command that needs one asks `optional()`, which names the
+extra to install when it is missing. Whether a library is loaded at all (matplotlib for a figure, jax for an
+array) is `imported_module()`. This is the one module that reads the interpreter's table of imported modules.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from types import ModuleType
 from typing import Any
 
-__all__ = ["EQUINOX", "LIBRARIES", "LINEN", "NNX", "base_classes", "imported_module", "library_of", "loaded"]
+from .errors import UsageError
+
+__all__ = ["EQUINOX", "EXTRAS", "LIBRARIES", "LINEN", "NNX", "base_classes", "imported_module", "library_of",
+           "loaded", "optional"]
 
 LINEN, NNX, EQUINOX = "flax.linen", "flax.nnx", "equinox"
 LIBRARIES = (LINEN, NNX, EQUINOX)  # in the order they are tried; each has a base class `Module`
+
+# extra (pyproject.toml [project.optional-dependencies]) -> the packages lenscope imports from it, as pip names them
+EXTRAS = {
+    "export": ("tensorboard", "mlflow-skinny", "pypdfium2"),
+    "postgres": ("psycopg",),
+    "pretrained": ("tokenizers",),
+    "sweep": ("optuna",),
+    "ui": ("starlette", "uvicorn", "jinja2", "pypdfium2"),
+}
 
 
 def loaded(library: str) -> bool:
@@ -42,3 +60,16 @@ def imported_module(name: str) -> ModuleType | None:
     counterpart ('lenscope.models.nnx.Attention') never imports that library.
     """
     return sys.modules.get(name)
+
+
+def optional(module: str, extra: str, needed_for: str) -> ModuleType:
+    """Import `module` of the optional extra `extra`, or raise a UsageError saying `needed_for` needs it and how
+    to install it."""
+    if extra not in EXTRAS:
+        raise ValueError(f"unknown extra {extra!r}; the extras: {', '.join(sorted(EXTRAS))}")
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        packages = " ".join(EXTRAS[extra])
+        raise UsageError(f"{needed_for} needs the {extra} extra: pip install 'lenscope[{extra}]' "
+                         f"(or pip install {packages}) ({err})") from None

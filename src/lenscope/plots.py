@@ -1,11 +1,9 @@
-"""`import lenscope.plots`: the plot helpers of lenscope.analysis.plots under the name the docs use.
+"""The plot helpers (`from lenscope import plots`): heatmap, heatmaps, line, bar, scatter, their STYLE, PDF bytes.
 
-The module object is the same one (as lenscope/renamed.py does for old names), so `lenscope.plots.STYLE`
-is the style the helpers read.
+They are defined in lenscope.analysis.plots, beside the analyses that draw with them (AnalysisBase.heatmap is
+plots.heatmap); this module is their public name. STYLE is the same dict, so a change to it reaches the helpers.
 """
 
-import sys
+from .analysis.plots import STYLE, bar, heatmap, heatmaps, line, prewarm, scatter, to_pdf_bytes
 
-from .analysis import plots as _plots
-
-sys.modules[__name__] = _plots
+__all__ = ["STYLE", "bar", "heatmap", "heatmaps", "line", "prewarm", "scatter", "to_pdf_bytes"]

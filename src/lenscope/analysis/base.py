@@ -25,7 +25,7 @@ from .cfg import choose_paths
 from .holder import Borrowed, OwnState
 from .hooks import fire
 from .lazy_plots import PlotHelper, prewarm_plots
-from .made_by import analysis_class, json_values, provenance
+from .made_by import json_values, naming_class, provenance
 from .render import render
 from .table_mode import publish_table, run_table
 
@@ -178,9 +178,22 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
                                f"it cannot {what}; the trainer owns setup, ticking and cleanup")
 
     def setup(self, resume: bool = True, *, attach: bool = True) -> None:
-        """Restore `base` and attach to it (results go onto that node), or initialize state on a new node."""
+        """Restore `base` and attach to it (results go onto that node), or initialize state on a new node.
+
+        Branching (`resume=False` with a `base`: `run_job(..., branch=True)`, `--branch`) is refused: the
+        results of an analysis belong to the node whose state it analyzed.
+        """
         self._refuse_if_borrowed("set up")
+        if resume is False and self.base is not None and self.state is None:
+            raise UsageError(refuse_branch(type(self).__name__, self.base))
         super().setup(attach=True)
+
+    def train(self) -> None:
+        """Refused: an analysis never trains; run() is the analysis, and its trainer class trains."""
+        name, trainer = type(self).__name__, concrete_trainer(type(self))
+        train = f"{trainer.__name__}(...).train()" if trainer is not None else "its trainer's train()"
+        raise UsageError(f"{name} is an analysis: train() would not train anything; run the analysis with "
+                         f"{name}(...).run() (or run_job({name}, ...), `lenscope run`), or train with {train}")
 
     def tick(self) -> Any:
         """Analyses never tick (A8)."""
@@ -298,7 +311,7 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
             return None
         filename, data = rendered
         path = self.lineage.save(self.results_dir() / filename, name, data,
-                                 provenance=provenance(analysis_class(type(self))),
+                                 provenance=provenance(naming_class(type(self))),
                                  other_class=self.args.analysis_other_class)
         if content is None and filename.endswith(".json"):  # its numbers: listed, filtered, drawn over training
             self.lineage.record(json_values(name, output))
@@ -352,6 +365,21 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
         args = abstract((self.state, self.analysis_batch(), self.analysis_key()))
         plots = self.is_writer and type(self).plot is not AnalysisBase.plot  # the default plot() draws nothing
         return [*([prewarm_plots] if plots else []), functools.partial(self.executable, *args)]
+
+
+def concrete_trainer(cls: type) -> type | None:
+    """The first concrete trainer class an analysis class already mixes in, if any."""
+    for klass in cls.__mro__:
+        if issubclass(klass, BaseTrainer) and not issubclass(klass, AnalysisBase) and klass is not BaseTrainer:
+            return klass
+    return None
+
+
+def refuse_branch(name: str, base: Any) -> str:
+    """Why an analysis does not branch from `base`, and what to do instead."""
+    return (f"{name} is an analysis: it attaches its results to the node it analyzes ({base}) and never branches; "
+            "drop --branch (branch=True, setup(resume=False)), or branch the training run first and analyze "
+            "its node")
 
 
 def _check_name(cls: type) -> None:

@@ -1,4 +1,4 @@
-"""What the run path hands back: AnalysisBatch (one op call) and AnalysisStore (a run_analysis call)."""
+"""What the run path hands back: AnalysisBatch (one op call) and AnalysisResults (a run_analysis call)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ class AnalysisEntry:
 
 
 @dataclass(frozen=True)
-class AnalysisStore(Mapping[str, Any]):
-    """The outcome of run_analysis: `store[name]` is a cfg's dataset or results, `store.entry(name)` its whole
-    AnalysisEntry; with one cfg, `.node`, `.artifacts`, `.dataset` and `.results` read that cfg's."""
+class AnalysisResults(Mapping[str, Any]):
+    """The outcome of run_analysis, in memory: `out[name]` is a cfg's dataset or results, `out.entry(name)` its
+    whole AnalysisEntry; with one cfg, `.node`, `.artifacts`, `.dataset` and `.results` read that cfg's."""
 
     entries: Mapping[str, AnalysisEntry] = field(default_factory=dict)
 

@@ -4,7 +4,9 @@
 trainer's (its class and bases, base classes first, called on the trainer), then those the analysis
 class adds (called on the analysis). A standalone analysis is its own trainer, so a hook its trainer
 class defines runs before the analysis's own; a borrowed view's trainer is the one it borrows from.
-The no-op defaults on BaseTrainer are skipped; a hook that calls `super()` would run a definition twice.
+The no-op defaults on BaseTrainer are skipped. A definition may call `super()` or not: a `super()` call that
+reaches a definition this firing already ran does nothing (training/hook_calls.py), so each runs once, base
+classes first.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..training.hook_calls import ANALYSIS_HOOKS, firing
 from ..training.loop import TrainingLoop
 
-HOOKS = ("on_analysis_start", "on_analysis_epoch_end", "on_analysis_end")
+HOOKS = ANALYSIS_HOOKS
 
 
 def definitions(cls: type, name: str) -> list[Callable[..., Any]]:
@@ -30,8 +33,9 @@ def fire(analysis: Any, name: str, *args: Any) -> None:
         raise ValueError(f"{name!r} is not an analysis hook; hooks: {', '.join(HOOKS)}")
     trainer = analysis.holder.trainer or analysis
     done: set[Any] = set()
-    for owner in (trainer, analysis):
-        for function in definitions(type(owner), name):
-            if function not in done:
-                done.add(function)
-                function(owner, *args)
+    with firing():  # a definition that a super() call already reached is skipped too
+        for owner in (trainer, analysis):
+            for function in definitions(type(owner), name):
+                if function not in done:
+                    done.add(function)
+                    function(owner, *args)

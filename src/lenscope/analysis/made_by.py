@@ -39,14 +39,14 @@ def _source_file(cls: type) -> str | None:
     """The file that defines `cls`, also for a module run from a path and not imported (`runpy`)."""
     try:
         return inspect.getsourcefile(cls)
-    except TypeError:  # not in sys.modules (defined interactively, or run by runpy): ask its functions
+    except TypeError:  # not an imported module (defined interactively, or run by runpy): ask its functions
         codes = (getattr(inspect.unwrap(value), "__code__", None) for value in vars(cls).values()
                  if inspect.isfunction(value))
         return next((code.co_filename for code in codes if code is not None and Path(code.co_filename).is_file()),
                     None)
 
 
-def analysis_class(cls: type) -> type:
+def naming_class(cls: type) -> type:
     """The class that names the analysis (defines NAME), not a trainer it was combined with."""
     return next((c for c in cls.__mro__ if "NAME" in c.__dict__), cls)
 

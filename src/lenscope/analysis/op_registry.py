@@ -6,7 +6,9 @@ import importlib
 
 from ..errors import UsageError, hint
 
-# Explicit registry: op name -> analysis class, or "module:Class" imported on first use.
+# Explicit registry: op name -> analysis class, or "module:Class" imported on first use. The attribution ops live
+# above this layer: named here so every built-in name exists before anything loads (docs/architecture.md,
+# "Upward reaches").
 _OPS: dict[str, type | str] = {
     "ablation": "lenscope.analysis.builtin.ablation:Ablation",
     "activation_patching": "lenscope.analysis.builtin.patching:ActivationPatching",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from matplotlib.figure import Figure
 
 from lenscope.analysis.layout import Grid
 from lenscope.errors import UsageError
+from lenscope.model_libraries import imported_module
 
 __all__ = ["STYLE", "bar", "heatmap", "heatmaps", "line", "prewarm", "scatter", "to_pdf_bytes"]
 
@@ -70,7 +70,7 @@ def _laid_out(fig: Figure, grid: Grid) -> Figure:
 
 def _cpu(fn: str, name: str, value: Any) -> Any:
     """Refuse device/traced arrays anywhere in `value`; plots never decide what to gather."""
-    jax = sys.modules.get("jax")
+    jax = imported_module("jax")
     if jax is not None and isinstance(value, jax.Array):
         raise UsageError(
             f"{fn}(): {name} is a jax.Array; plot helpers take CPU data: return it from analyze() so the "

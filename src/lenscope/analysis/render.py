@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
+from ..model_libraries import imported_module
 from .json_bytes import to_json_bytes
 
 
 def close_figure(figure: Any) -> None:
     """Release a figure that pyplot manages (bare Figures need nothing; without pyplot loaded none is managed)."""
-    pyplot = sys.modules.get("matplotlib.pyplot")
+    pyplot = imported_module("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close(figure)
 
 
 def is_figure(output: Any) -> bool:
     """Whether `output` is a matplotlib Figure, without importing matplotlib (never imported: it cannot be one)."""
-    figure = sys.modules.get("matplotlib.figure")
+    figure = imported_module("matplotlib.figure")
     return figure is not None and isinstance(output, figure.Figure)
 
 

@@ -2,7 +2,7 @@
 
     batch = execute_analysis_op(trainer, batch, 0, AnalysisCfg("activation_stats"))  # an AnalysisBatch
     rows = list(execute_analysis_step(trainer, batch, 0, AnalysisCfg("grokking/probe_acts")))
-    out = trainer.run_analysis("activation_stats", AnalysisCfg("grokking/fourier", name="spectrum"))  # AnalysisStore
+    out = trainer.run_analysis("activation_stats", AnalysisCfg("grokking/fourier", name="spectrum"))  # AnalysisResults
 
 Every entry point checks its configs once (`check_cfgs`), gives the trainer state through its own
 `setup(attach=True)` (restore `base` and write onto that node), and runs a view made by `bind`.
@@ -24,15 +24,15 @@ from ..training import BaseTrainer
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
 from . import op_registry as ops
-from .base import AnalysisBase
-from .batch import AnalysisBatch, AnalysisEntry, AnalysisStore
+from .base import AnalysisBase, concrete_trainer
+from .batch import AnalysisBatch, AnalysisEntry, AnalysisResults
 from .cfg import AnalysisCfg, coerce_cfg, option_fields
 from .table_mode import step_rows, table_artifact
 from .table_schema import load_table
 
 
 # -- configs ------------------------------------------------------------------------------
-def analysis_class(cfg: AnalysisCfg) -> type:
+def resolve_analysis(cfg: AnalysisCfg) -> type:
     """The analysis class of `cfg`: a registered op name, a job name or `module:Class`, or the class itself."""
     spec = cfg.analysis
     if isinstance(spec, str) and spec in ops.names():
@@ -48,18 +48,10 @@ def analysis_class(cfg: AnalysisCfg) -> type:
     return cls
 
 
-def _concrete_trainer(cls: type) -> type | None:
-    """The first concrete trainer class an analysis class already mixes in, if any."""
-    for klass in cls.__mro__:
-        if issubclass(klass, BaseTrainer) and not issubclass(klass, AnalysisBase) and klass is not BaseTrainer:
-            return klass
-    return None
-
-
 @functools.cache
 def combined_class(analysis: type, trainer: type) -> type:
     """`analysis` on `trainer`: a general analysis (no trainer in its bases) is mixed in front of the trainer class."""
-    bound = _concrete_trainer(analysis)
+    bound = concrete_trainer(analysis)
     if bound is not None:
         if not issubclass(trainer, bound):
             raise UsageError(f"{analysis.__name__} analyzes {bound.__name__} jobs, "
@@ -102,7 +94,7 @@ def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
     checked: list[Checked] = []
     seen: dict[str, str] = {}
     for cfg in (c for item in cfgs for c in (AnalysisCfg.parse(item) if isinstance(item, str) else [coerce_cfg(item)])):
-        cls = combined_class(analysis_class(cfg), type(trainer))
+        cls = combined_class(resolve_analysis(cfg), type(trainer))
         name = cfg.result_name(cls)
         if name in seen:
             raise UsageError(f"two analyses would both save results as {name!r} ({seen[name]} and {cfg.analysis!r}); "
@@ -258,11 +250,11 @@ def execute_analysis_step(obj: Any, batch: Mapping[str, Any] | None = None, batc
     yield from rows
 
 
-def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> AnalysisStore:
+def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> AnalysisResults:
     """Check every cfg, give the trainer state once, then run each analysis in turn on it, in the analysis phase.
 
     Each analysis fires on_analysis_start, on_analysis_epoch_end (per pass) and on_analysis_end.
-    Returns an AnalysisStore: `out[name]` is a table analysis's Dataset (process 0) or an analysis's
+    Returns an AnalysisResults: `out[name]` is a table analysis's Dataset (process 0) or an analysis's
     gathered results; `out.entry(name)` adds the node and the artifacts saved there.
     """
     if not cfgs:
@@ -270,7 +262,7 @@ def run_analysis(trainer: BaseTrainer, *cfgs: Any) -> AnalysisStore:
     checked = check_cfgs(trainer, cfgs)
     with session(trainer, Phase.ANALYSIS):
         ready(trainer, checked)
-        return AnalysisStore({item.name: _entry(bind(trainer, item)) for item in checked})
+        return AnalysisResults({item.name: _entry(bind(trainer, item)) for item in checked})
 
 
 def _entry(view: AnalysisBase) -> AnalysisEntry:

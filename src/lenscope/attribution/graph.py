@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..capture.jax_private import compiled_count
 from ..errors import UsageError
 from ..training.progress import Progress
 from .edges import Sources, Targets, attribution_rows
@@ -130,7 +131,7 @@ class Attributor:
     @property
     def compilations(self) -> int:
         """Programs compiled so far (setup and edge programs, one per argument shape and layer group each)."""
-        return self._setup._cache_size() + self._rows._cache_size()
+        return compiled_count(self._setup) + compiled_count(self._rows)
 
     def _setup_fn(self, params: Any, tokens: Array, skip: int) -> tuple:
         clean = self.model.clean(params, tokens)

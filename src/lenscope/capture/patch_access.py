@@ -7,8 +7,7 @@ Mixed into AnalysisBase first, so its `trace` records the traced arguments aroun
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -19,7 +18,7 @@ from .packed import packed_position_sweep
 from .patch import Patch, gradients, patched, record
 from .staged import read, reused_forward, staged
 
-__all__ = ["CurrentBatch", "Interventions", "PatchAccess"]
+__all__ = ["PatchAccess"]
 
 # (owner, state, batch, key) while an analysis's forward is being traced
 _TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_traced", default=None)
@@ -28,35 +27,6 @@ _TRACED: ContextVar[tuple[Any, Any, Any, Any] | None] = ContextVar("lenscope_tra
 def _traced(args: tuple) -> bool:
     """Whether the arguments are being traced (prefix reuse pays only where XLA shares the unpatched run)."""
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args))
-
-
-class CurrentBatch(Mapping[str, Any]):
-    """Deprecated: `self.batch` used as a Mapping. It is the trainer's `batch(split, index)` method; the batch
-    being analyzed is `self.current_batch`. Calling it works as before; reading it as a Mapping warns."""
-
-    def __init__(self, owner: Any, method: Callable[..., Any]) -> None:
-        self._owner, self._method = owner, method
-
-    def __call__(self, split: str, index: int = 0) -> Any:
-        """The trainer's `batch(split, index)`: batch `index` of `split`, placed outside any trace."""
-        return self._method(split, index)
-
-    def _current(self) -> Mapping[str, Any]:
-        warnings.warn("self.batch as a Mapping is deprecated: use self.current_batch (self.batch(split, index) is "
-                      "the trainer's method)", DeprecationWarning, stacklevel=3)
-        return self._owner.current_batch
-
-    def __getitem__(self, key: str) -> Any:
-        return self._current()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-    def __repr__(self) -> str:
-        return f"CurrentBatch({dict(self._current())!r})"
 
 
 class PatchAccess:
@@ -77,11 +47,6 @@ class PatchAccess:
         if traced is not None and traced[0] is self:
             return traced[2]
         return self.analysis_batch()  # type: ignore[attr-defined]
-
-    @property
-    def batch(self) -> CurrentBatch:
-        """The trainer's `batch(split, index)` (reading it as a Mapping is deprecated: use current_batch)."""
-        return CurrentBatch(self, super().batch)  # type: ignore[misc]
 
     def _state(self) -> Any:
         traced = _TRACED.get()
@@ -144,5 +109,3 @@ class PatchAccess:
         fn, args = self._model_fn(inputs)
         return gradients(fn, args, paths, metric, patch, backend=backend_for(self.model))  # type: ignore[attr-defined]
 
-
-Interventions = PatchAccess  # the old name of this mixin, deprecated

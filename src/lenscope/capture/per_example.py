@@ -15,8 +15,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax._src import core  # the current trace, to tell the model's own vmaps from the one around it
 from jax.custom_batching import custom_vmap
+
+from .jax_private import current_trace  # to tell the model's own vmaps from the one around it
 
 __all__ = ["active", "per_example", "through", "whole"]
 
@@ -26,7 +27,7 @@ _OUTSIDE: ContextVar[Any] = ContextVar("lenscope_per_example", default=None)  # 
 def per_example(fn: Callable[..., Any]) -> Callable[..., Any]:
     """fn mapped over the leading axis of every argument (jax.vmap), with capture and patches seeing the batch."""
     def mapped(*args: Any) -> Any:
-        token = _OUTSIDE.set(core.unsafe_get_current_trace())
+        token = _OUTSIDE.set(current_trace())
         try:
             return jax.vmap(fn)(*args)
         finally:
@@ -58,7 +59,7 @@ def _lift(values: list[Any], fn: Callable[[list[Any]], list[Any]]) -> list[Any] 
         ran.append(True)
         batched = in_batched[0]  # one flag per leaf of the one argument, xs
         full = [x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))) for x, b in zip(xs, batched, strict=True)]
-        here = core.unsafe_get_current_trace()
+        here = current_trace()
         out = fn(full) if here is outside else _lift(full, fn)
         return (full if out is None else out), [True] * len(xs)
 

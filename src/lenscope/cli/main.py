@@ -153,13 +153,14 @@ def _shield_where_values(argv: list[str]) -> list[str]:
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parsed arguments; config sources may come before, between or after run/configure's options."""
+    """Parsed arguments; config sources may come before, between or after the options of any subcommand that takes
+    them (run, configure, sweep)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extra = parser.parse_known_args(_shield_where_values(argv))
     if args.command == "ls":
         args.where = [(key, op, value.removeprefix(_SHIELD)) for key, op, value in args.where]
-    if args.command in ("run", "configure"):
+    if hasattr(args, "sources"):  # every subcommand that takes config sources: run, configure, sweep
         args.sources += [item for item in extra if not item.startswith("-")]
         extra = [item for item in extra if item.startswith("-")]
     if extra:

@@ -11,6 +11,7 @@ from typing import Any
 import jax
 
 from ..analysis import AnalysisBase
+from ..analysis.base import refuse_branch
 from ..config import hydrate
 from ..errors import UsageError
 from ..job_registry import resolve
@@ -29,6 +30,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     _check_flags(args)
+    if args.branch and issubclass(resolve(args.job), AnalysisBase):  # before the store is opened: nothing written
+        raise UsageError(refuse_branch(args.job, args.base))
     if args.distributed:
         _join_cluster()
     base = args.base
@@ -75,6 +78,10 @@ def _join_cluster() -> None:
 def _check_flags(args: argparse.Namespace) -> None:
     if args.branch and not args.base:
         raise UsageError("--branch needs --base NODE (the node to branch from)")
+    if args.branch and args.analysis:
+        raise UsageError("--branch starts a new training lineage, but --analysis attaches its results to the node it "
+                         "analyzes (--base NODE) and never branches; drop --branch, or branch the training run first "
+                         "and analyze its node")
     if args.resume and (args.base or args.analysis):
         other = "--base" if args.base else "--analysis"
         raise UsageError(f"--resume finds the node to resume itself; it cannot be combined with {other} "

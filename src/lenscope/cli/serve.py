@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
+from ..model_libraries import optional
 
 # lenscope.ui's DEFAULT_HOST and DEFAULT_PORT (a test checks they agree): named here so that building the
 # parser, which every command does, does not import the UI package
@@ -30,10 +31,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """Serve the UI until interrupted."""
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
-    try:
-        # lazy: Starlette, Jinja2, uvicorn and pypdfium2 are the optional `ui` extra, needed by this command only
-        from ..ui.server import serve
-    except ImportError as err:
-        raise UsageError(f"lenscope ui needs the ui extra: pip install 'lenscope[ui]' ({err})") from None
-    serve(args.store, host=args.host, port=args.port, allow_hosts=args.allow_host)
+    # lazy: Starlette, Jinja2, uvicorn and pypdfium2 are the optional `ui` extra, needed by this command only
+    server = optional("lenscope.ui.server", "ui", "lenscope ui")
+    server.serve(args.store, host=args.host, port=args.port, allow_hosts=args.allow_host)
     return 0

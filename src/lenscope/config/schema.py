@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import keyword
 import re
-import sys
 import typing
 from functools import partial
 from typing import Any
@@ -17,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
+from ..model_libraries import imported_module
 from .ranges import Range, check_numeric
 from .types import SUPPORTED, check_type, escape, finish, omega_type, type_name
 
@@ -154,7 +154,7 @@ def _resolve_annotation(klass: type, f: dataclasses.Field) -> Any:
     """One field's annotation, evaluated in its module when it is a string (as typing does)."""
     if not isinstance(f.type, str):
         return f.type
-    module = sys.modules.get(klass.__module__)
+    module = imported_module(klass.__module__)
     try:
         return eval(f.type, dict(vars(module)) if module else {}, dict(vars(klass)))  # noqa: S307
     except Exception as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..errors import UsageError
+from ..model_libraries import optional
 from .run import RunExport, numeric
 
 _BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics and 100 params a call
@@ -14,13 +14,9 @@ _PARAM_CHARS = 6000
 
 
 def _client(uri: str):
-    try:  # lazy: MLflow is an optional extra, loaded only to export
-        from mlflow.entities import Metric, Param  # lazy: optional extra
-        from mlflow.tracking import MlflowClient  # lazy: optional extra
-    except ImportError:
-        raise UsageError("--to mlflow needs MLflow: pip install 'lenscope[export]' (or pip install mlflow-skinny)") \
-            from None
-    return MlflowClient(tracking_uri=uri), Metric, Param
+    entities = optional("mlflow.entities", "export", "--to mlflow")  # loaded only to export
+    tracking = optional("mlflow.tracking", "export", "--to mlflow")
+    return tracking.MlflowClient(tracking_uri=uri), entities.Metric, entities.Param
 
 
 def to_mlflow(run: RunExport, uri: str, experiment: str = "lenscope") -> str:

@@ -6,19 +6,15 @@ import io
 import json
 from pathlib import Path
 
-from ..errors import UsageError
+from ..model_libraries import optional
 from .run import RunExport, numeric
 
 
 def _tensorboard():
-    try:
-        # lazy: TensorBoard is an optional extra, loaded only to export
-        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter  # lazy: optional extra
-    except ImportError:
-        raise UsageError("--to tensorboard needs TensorBoard: pip install 'lenscope[export]' "
-                         "(or pip install tensorboard)") from None
-    return event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, EventFileWriter
+    protos = [optional(f"tensorboard.compat.proto.{name}", "export", "--to tensorboard")  # loaded only to export
+              for name in ("event_pb2", "summary_pb2", "tensor_pb2", "tensor_shape_pb2")]
+    writer = optional("tensorboard.summary.writer.event_file_writer", "export", "--to tensorboard")
+    return (*protos, writer.EventFileWriter)
 
 
 def _image(summary_pb2, content: bytes, filename: str):

@@ -4,11 +4,12 @@ The linen models are here (`lenscope.models.Transformer`); their NNX and Equinox
 same architecture and parameter names, are `lenscope.models.nnx` and `lenscope.models.equinox`, and
 `lenscope.models.convert` moves weights between them. Those three import flax.nnx and equinox, so they load
 on first access (`lenscope.models.nnx`, `from lenscope.models import nnx`), not for a linen job.
-`lenscope.models.pretrained` is the generic decoder of Hugging Face checkpoints (docs/pretrained.md), also lazy.
+`lenscope.models.pretrained` is the generic decoder of Hugging Face checkpoints (docs/pretrained.md), also lazy;
+`lenscope.models.from_pretrained(path)` loads one (defined there, imported on first access).
 """
 
 import importlib
-from types import ModuleType
+from typing import Any
 
 from lenscope.models.mlp import MLPClassifier
 from lenscope.models.transformer import (
@@ -30,6 +31,7 @@ __all__ = [
     "causal_mask",
     "convert",
     "equinox",
+    "from_pretrained",
     "nnx",
     "pretrained",
 ]
@@ -37,8 +39,10 @@ __all__ = [
 _LAZY = ("convert", "equinox", "nnx", "pretrained")
 
 
-def __getattr__(name: str) -> ModuleType:
-    """The NNX, Equinox, conversion and pretrained submodules, imported on first access."""
+def __getattr__(name: str) -> Any:
+    """The NNX, Equinox, conversion and pretrained submodules, and `from_pretrained`, imported on first access."""
+    if name == "from_pretrained":
+        return importlib.import_module(f"{__name__}.pretrained").from_pretrained
     if name not in _LAZY:
         raise AttributeError(f"module 'lenscope.models' has no attribute {name!r}")
     return importlib.import_module(f"{__name__}.{name}")

@@ -1,7 +1,5 @@
 """The lineage store: nodes, values, artifacts and checkpoints in SQLite or PostgreSQL (DESIGN section 4)."""
 
-from lenscope.renamed import keep_old_names
-from lenscope.store import lineage_heads
 from lenscope.store.blobs import Payload
 from lenscope.store.fsck import fsck
 from lenscope.store.garbage import collect
@@ -12,5 +10,3 @@ from lenscope.store.schema import SCHEMA_VERSION
 from lenscope.store.store import NodeRecord, Store
 
 __all__ = ["SCHEMA_VERSION", "Node", "NodeRecord", "Payload", "Query", "Store", "StoreReader", "collect", "fsck"]
-
-keep_old_names(__name__, {"lineages": lineage_heads})

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from ..errors import UsageError, hint
+from ..model_libraries import optional
 from ..store import Node, Store
 from .params import Param, parse_objective, parse_param
 
@@ -26,11 +27,7 @@ _ATTR = "lenscope_sweep"
 
 def optuna():
     """The optuna module, or a UsageError saying how to install it."""
-    try:
-        import optuna as module  # lazy: an optional extra
-    except ImportError:
-        raise UsageError("lenscope sweep needs Optuna: pip install 'lenscope[sweep]' (or pip install optuna)") \
-            from None
+    module = optional("optuna", "sweep", "lenscope sweep")
     module.logging.set_verbosity(module.logging.WARNING)
     return module
 

@@ -13,6 +13,7 @@ import optax
 
 from ..capture.per_example import per_example
 from ..errors import UsageError
+from .hook_calls import wrap_hooks
 from .interrupts import check as check_interrupt
 from .interrupts import shielded
 from .kinds import evaluating, stepping
@@ -50,6 +51,11 @@ class TrainingLoop:
     PER_EXAMPLE: ClassVar[bool] = False  # the model takes one example; lenscope's forwards map it (apply_model)
     phase: Phase | None = None  # Phase.TRAIN / TEST / ANALYSIS while one runs (hooks read it); None between
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The analysis hooks a class defines run once per firing, whether or not they call super()."""
+        super().__init_subclass__(**kwargs)
+        wrap_hooks(cls)
+
     def _init_loop(self) -> None:
         self._metric_log = MetricLog()
         self._step_fn: Any = None
@@ -86,7 +92,8 @@ class TrainingLoop:
         """Called when test() ends, also after an error."""
 
     def on_analysis_start(self) -> None:
-        """Called before each analysis run; on the trainer, the analysis or both, each runs (analysis/hooks.py)."""
+        """Called before each analysis run; on the trainer, the analysis or both, each definition runs once, with or
+        without super() (analysis/hooks.py)."""
 
     def on_analysis_epoch_end(self, results: Any) -> None:
         """Called after each pass over the analysis data with its results."""

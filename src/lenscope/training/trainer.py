@@ -354,9 +354,9 @@ ANALYSIS_ENTRIES = "lenscope.analysis.running"  # the module behind run_analysis
 def analysis_entry(name: str) -> Callable[..., Any]:
     """`run_analysis` or `execute_analysis_step` of the analysis layer.
 
-    The one deliberate reach upward: training cannot import analysis (it sits above), yet a trainer's
-    `run_analysis` is part of its API (D4). The module is imported by name on first use, and nothing
-    is registered anywhere.
+    A deliberate reach upward (docs/architecture.md, "Upward reaches"): training cannot import analysis (it
+    sits above), yet a trainer's `run_analysis` is part of its API (D4). The module is imported by name on
+    first use, so it is there whatever the caller imported.
     """
     return getattr(importlib.import_module(ANALYSIS_ENTRIES), name)
 

@@ -5,10 +5,5 @@ only the store; the web layer (`app`, `pages`, `server`) adds Starlette, Jinja2 
 extra). Nothing here imports JAX, Flax or the training and analysis layers.
 """
 
-from lenscope.renamed import keep_old_names
-from lenscope.ui import lineage_list, lineage_page
-
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-keep_old_names(__name__, {"lineages": lineage_list, "lineage": lineage_page})

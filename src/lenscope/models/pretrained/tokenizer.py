@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ...errors import UsageError
+from ...model_libraries import optional
 
 __all__ = ["Tokenizer", "load_tokenizer"]
 
@@ -26,12 +27,8 @@ class Tokenizer:
     @classmethod
     def from_file(cls, path: str | Path, **ids: int | None) -> Tokenizer:
         """A Tokenizer from a tokenizer.json file."""
-        try:
-            # lazy: only text jobs need the tokenizers package
-            from tokenizers import Tokenizer as Backend
-        except ImportError:
-            raise UsageError("reading tokenizer.json needs the tokenizers package: pip install tokenizers") from None
-        return cls(Backend.from_file(str(path)), **ids)
+        backend = optional("tokenizers", "pretrained", "reading tokenizer.json")  # only text jobs need it
+        return cls(backend.Tokenizer.from_file(str(path)), **ids)
 
     def encode(self, text: str, prepend_bos: bool | None = None) -> list[int]:
         """Token ids of one text: the tokenizer's own special tokens, and a BOS first when `prepend_bos`."""
