@@ -67,6 +67,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "analysis_step": lambda v: pytest.raises(UsageError, list, v.analysis_step()),  # no table schema: says so
     "analyze": lambda v: v.compute(),  # pure: traced inside compute's one compiled capture
     "apply_model": lambda v: v.apply_model(v.module(v.state.params), v.model_inputs(_batch(v))),
+    "batch": _batch,
     "block_path": lambda v: v.block_path(0),
     "build_data": lambda v: v.build_data(),
     "build_model": lambda v: v.build_model(),
@@ -169,6 +170,6 @@ def test_view_properties_read_the_trainer(view, trainer):
     assert view.borrowed and view.state is trainer.state and view.lineage is trainer.lineage
     assert view.node == trainer.node and view.is_writer and view.compilations >= 0
     assert view.params == dict(ActivationStats.PARAMS) and view.analysis_inputs == view.params
-    assert dict(view.batch)  # the analysis batch, as a Mapping
+    assert dict(view.current_batch)  # the analysis batch, as a Mapping
     with pytest.raises(RuntimeError, match="borrowed view: the trainer alone replaces its state"):
         view.state = trainer.state.replace(step=trainer.state.step + 1)
