@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 from hf_models import save_tokenizer
 from hostile_checkpoints import BAD_CONFIGS, BAD_WEIGHTS, CONFIG, GOOD, checkpoint, gpt2_tensors, safetensors_bytes
 
-from lenscope.errors import UsageError
+from lenscope.cli import main
+from lenscope.errors import ConfigError, UsageError
+from lenscope.examples.lm_text import read_texts
 from lenscope.models.pretrained.load import load_decoder
 from lenscope.models.pretrained.tokenizer import load_tokenizer
 
@@ -139,3 +142,25 @@ def test_a_token_id_beyond_the_tokenizer_vocabulary_is_refused(tmp_path):
     with pytest.raises(UsageError, match=r"eos_token_id=5000: expected a token id from 0 to \d+"):
         load_tokenizer(folder, {**CONFIG, "eos_token_id": 5000})
     assert np.isfinite(load_tokenizer(folder, CONFIG).eos_token_id)
+
+
+@pytest.mark.parametrize("name, data, fragment", [
+    ("bad.parquet", b"garbage, not parquet", "bad.parquet is not a readable Parquet file"),
+    ("bad.jsonl", b'{"text": "ok"}\n{"text": \n', "bad.jsonl line 2 is not a JSON record"),
+    ("deep.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n", "deep.jsonl line 1 is not a JSON record"),
+    ("latin.txt", "caf\u00e9\n".encode("latin-1"), "latin.txt is not UTF-8 text (byte 3"),
+])
+def test_garbage_text_files_are_config_errors_naming_the_file(tmp_path, name, data, fragment):
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        read_texts(tmp_path / name)
+
+
+def test_a_garbage_parquet_is_blamed_on_the_file_not_the_users_code(tmp_path, capsys):
+    folder = save_tokenizer(checkpoint(tmp_path / "ckpt"))
+    (tmp_path / "bad.parquet").write_bytes(b"garbage, not parquet")
+    argv = ["run", "lm/eval", f"model/pretrained={folder}", f"data/text={tmp_path / 'bad.parquet'}",
+            "--store", str(tmp_path / "runs")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "bad.parquet is not a readable Parquet file" in err and "your code" not in err, err
