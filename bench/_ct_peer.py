@@ -11,6 +11,10 @@ Importing this module fails with ImportError when torch or circuit-tracer is mis
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers loads: circuit-tracer would ask the hub otherwise
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -194,3 +194,16 @@ def test_the_pipeline_composes_through_input_store(grok):
                                                      features=[tuple(top[k][0] for k in ("layer", "ctx_idx",
                                                                                           "feature"))], scale=1.0)
     assert same["max_abs_logit_change"][0] == 0.0  # scale 1 changes nothing
+
+
+def test_the_attributor_cache_keys_by_the_setting_itself_not_its_id():
+    """A transcoders setting is matched by identity while the cache holds it (an id alone could be reused by a new
+    object once the old one is freed), and a path or name by equality."""
+    from pathlib import Path
+
+    from lenscope.attribution.ops import _same_setting
+
+    first = [object()]
+    assert _same_setting(first, first) and not _same_setting(first, list(first))
+    assert _same_setting("node@abc:1", "node@abc:1") and _same_setting(Path("a/b"), Path("a/b"))
+    assert not _same_setting("a/b", Path("a/b")) and not _same_setting(None, first)

@@ -8,6 +8,8 @@ model, and each lenscope Dictionary transcoder into a SingleLayerTranscoder (ben
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +74,11 @@ def test_same_influence_ordered_subgraph_as_circuit_tracer(both):
     mine = ours.graph(params, PROMPT, batch_size=8, max_feature_nodes=20, update_interval=1, progress=False)
     theirs = _ct_peer.graph(peer, PROMPT, batch_size=8, max_feature_nodes=20, update_interval=1)
     assert_same_graph(mine, theirs)
+
+
+def test_the_peer_sets_hugging_face_offline_mode_itself():
+    """Imported without HF_HUB_OFFLINE, bench/_ct_peer.py sets it before transformers loads (no hub lookup)."""
+    done = subprocess.run([sys.executable, "-c", "import _ct_peer, os; print(os.environ['HF_HUB_OFFLINE'])"],
+                          cwd=Path(__file__).resolve().parents[1] / "bench", capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr[-2000:]

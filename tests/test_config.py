@@ -402,6 +402,7 @@ def test_to_dict_is_plain_json():
 segment = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True)
 keys = st.lists(st.tuples(segment, st.sampled_from("./")), min_size=1, max_size=4)
 tricky = st.text(alphabet="ab\\${}'\": #\n-.01?")  # YAML quoting and OmegaConf interpolation syntax
+int64 = st.integers(-2**63, 2**63 - 1)  # an integer field holds 64 bits; wider ones are refused (test_mistakes)
 scalars = st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(), st.text(), tricky)
 values = st.one_of(
     scalars,
@@ -438,13 +439,13 @@ def test_override_text_round_trips(key_parts, value):
 
 strings = (st.text() | tricky).filter(lambda s: s != "???")
 typed = {
-    "a/count": st.integers(),
+    "a/count": int64,
     "a/rate": st.floats(allow_nan=False),
     "a/flag": st.booleans(),
     "b/name": strings,
-    "b/maybe": st.none() | st.integers(),
+    "b/maybe": st.none() | int64,
     "b/mode": st.sampled_from(["fast", "slow"]),
-    "c/sizes": st.lists(st.integers(), max_size=3),
+    "c/sizes": st.lists(int64, max_size=3),
     "c/words": st.lists(strings, max_size=3).map(tuple),
     "c/floats": st.lists(st.floats(allow_nan=False), max_size=3),
     "c/extra": st.dictionaries(st.from_regex(r"[a-z]{1,4}", fullmatch=True), scalars.filter(lambda v: v != "???")),

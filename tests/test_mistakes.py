@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import lenscope_cmd
+from hostile_checkpoints import BAD_CONFIGS, BAD_WEIGHTS, checkpoint, gpt2_tensors, safetensors_bytes
 from sqlalchemy import insert
 from xor_job import XOR_JOB
 from yaml_inputs import alias_bomb
@@ -152,7 +153,28 @@ def world(tmp_path_factory) -> World:
     (root / "deep_block.yaml").write_text("".join(f"{'  ' * i}k{i}:\n" for i in range(200)))
     (root / "deep_analysis.yaml").write_text("analysis: activation_stats\nk: " + "{a: " * 3000 + "1" + "}" * 3000)
     (root / "huge.yaml").write_text("".join(f"key_{i}: {i}\n" for i in range(200_000)))  # about 2.7 MB
+    _checkpoints(root)
     return World(root, store, str(node))
+
+
+CHECKPOINTS = ("negative offsets", "header length 2**64-1", "shape larger than the data")
+CONFIGS = ("n_head 0", "eos beyond the vocabulary", "vocab_size text")
+
+
+def _checkpoints(root: Path) -> None:
+    """Hostile checkpoint folders (tests/hostile_checkpoints.py) under root/ckpt/, and a text file."""
+    (root / "corpus.txt").write_text("w0 w1 w2\n")
+    for case in CHECKPOINTS:
+        checkpoint(root / "ckpt" / case.replace(" ", "_"), weights=BAD_WEIGHTS[case][0])
+    for case in CONFIGS:
+        checkpoint(root / "ckpt" / case.replace(" ", "_"), config=BAD_CONFIGS[case][0])
+    checkpoint(root / "ckpt" / "wide_wte", weights=safetensors_bytes(gpt2_tensors(vocab=41)))
+    outside = checkpoint(root / "ckpt" / "outside")
+    (outside / "model.safetensors.index.json").write_text('{"weight_map": {"transformer.wte.weight": "../x.st"}}')
+
+
+def lm_eval(case: str) -> list[str]:
+    return ["run", "lm/eval", f"model/pretrained={{root}}/ckpt/{case.replace(' ', '_')}", "data/text={root}/corpus.txt"]
 
 
 def snapshot(root: Path) -> tuple[dict, dict]:
@@ -258,6 +280,15 @@ MISTAKES = [
      ["training/steps", "nested deeper than 64"], 2),
     ("deeply nested analysis file", ["run", XOR, "--base", "{node}", "--analysis", "{root}/deep_analysis.yaml"],
      ["analysis file", "nested deeper than 64"], 2),
+    ("steps beyond 64 bits", ["run", XOR, "training/steps=99999999999999999999999999999"],
+     ["training/steps must be a 64-bit integer (>= -2**63 and < 2**63), got 99999999999999999999999999999"], 2),
+    ("report interval beyond 64 bits", ["run", XOR, "logging/report_interval=99999999999999999999999999999"],
+     ["logging/report_interval must be a 64-bit integer", "< 2**63"], 2),
+    *[(f"checkpoint: {case}", lm_eval(case), ["model.safetensors", BAD_WEIGHTS[case][1]], 2) for case in CHECKPOINTS],
+    *[(f"config.json: {case}", lm_eval(case), ["config.json", BAD_CONFIGS[case][1]], 2) for case in CONFIGS],
+    ("checkpoint: wte wider than the config", lm_eval("wide_wte"),
+     ["tensor 'transformer.wte.weight' gives embed/embedding the shape (41, 8), but the config implies (40, 8)"], 2),
+    ("checkpoint: a shard outside the folder", lm_eval("outside"), ["names the shard '../x.st'", "no '..'"], 2),
     ("a 5000-digit integer", ["run", XOR, "training/steps=" + "7" * 5000], ["an integer of 5000 digits refused"], 2),
     ("zero heads", ["run", "grokking/train", "model/n_heads=0"], ["model/n_heads must be >= 1, got 0"], 2),
     ("negative width", ["run", "grokking/train", "model/d_model=-1"], ["model/d_model must be >= 1, got -1"], 2),

@@ -258,3 +258,16 @@ def test_cache_dir_lets_a_second_process_reuse_the_results(base, tmp_path):
     assert first["compilations"] == 1 and second["compilations"] == 0
     assert first["stats"] == second["stats"]
     assert len(list((cache / "results").glob("*.pkl"))) == 1
+
+
+def test_bound_views_keep_the_most_recently_used_few(tmp_path):
+    """A loop over new parameter values (arrays: each call a new cfg) holds at most MAX_BOUND_VIEWS views."""
+    trainer = WideTrainer([f"logging/results={tmp_path}"], store=tmp_path / "runs")
+    kept = AnalysisCfg(Echo, params={"tag": "kept"})
+    execute_analysis_op(trainer, analysis_cfg=kept)
+    first = trainer.bound_views[0][1]
+    for i in range(3 * running.MAX_BOUND_VIEWS):
+        execute_analysis_op(trainer, analysis_cfg=AnalysisCfg(Echo, params={"scale": np.asarray(float(i))}))
+        execute_analysis_op(trainer, analysis_cfg=kept)  # used again each time: never the least recent
+        assert len(trainer.bound_views) <= running.MAX_BOUND_VIEWS
+    assert any(view is first for _, view in trainer.bound_views)

@@ -119,18 +119,27 @@ def results_lineage(trainer: BaseTrainer, cfg: AnalysisCfg, name: str) -> Lineag
                         writer=trainer.is_writer)
 
 
+MAX_BOUND_VIEWS = 8  # views a trainer keeps (least recently used dropped first), each with its compiled programs
+
+
 def bind(trainer: BaseTrainer, checked: Checked) -> AnalysisBase:
     """The analysis of a checked cfg as a view on `trainer` (state and node read from it), made once per cfg and
-    reused (kept in `trainer.bound_views`, with its compiled function).
+    reused: `trainer.bound_views` keeps the MAX_BOUND_VIEWS most recently used, with their compiled functions
+    (a loop over new parameter values, which make new cfgs, holds no more than that).
 
     Its input table, if it names one, is read afresh on each bind: an earlier step may have rewritten it.
     """
-    view = next((view for cfg, view in trainer.bound_views
-                 if type(view) is checked.cls and same_cfg(cfg, checked.cfg)), None)
-    if view is None:
+    views = trainer.bound_views
+    found = next((i for i, (cfg, view) in enumerate(views)
+                  if type(view) is checked.cls and same_cfg(cfg, checked.cfg)), None)
+    if found is not None:
+        views.append(views.pop(found))  # the most recently used last
+        view = views[-1][1]
+    else:
         view = checked.cls.from_trainer(trainer, lineage=results_lineage(trainer, checked.cfg, checked.name))
         view.use_cfg(checked.cfg, checked.params, row_step=own_step(trainer, checked.cfg))
-        trainer.bound_views.append((checked.cfg, view))
+        views.append((checked.cfg, view))
+        del views[:-MAX_BOUND_VIEWS]
     if input_store_of(view) is not None:
         view.input_dataset = load_input(view)
     return view

@@ -55,6 +55,14 @@ def token_text(trainer: Any) -> Any:
     return str
 
 
+
+def _same_setting(kept: Any, given: Any) -> bool:
+    """Whether a transcoders setting is the one an Attributor was made for: an equal path or name, else the very
+    same object."""
+    if isinstance(kept, (str, os.PathLike)) and isinstance(given, (str, os.PathLike)):
+        return repr(kept) == repr(given)
+    return kept is given
+
 class TableOp(OpAnalysis):
     """An op whose results are also a table, NAME.parquet on the node (the next op's `input_store`)."""
 
@@ -95,10 +103,10 @@ class GraphOp(OpAnalysis):
     def attributor(self) -> Attributor:
         """One Attributor per transcoder setting (its compiled programs reused by later calls)."""
         given = self.analysis_inputs.get("transcoders")
-        key = repr(given) if isinstance(given, (str, os.PathLike)) else id(given)
         cached = getattr(self, "_attributor", None)
-        if cached is None or cached[0] != key:
-            cached = self._attributor = (key, Attributor(replacement_model(self), self.transcoders()))
+        if cached is None or not _same_setting(cached[0], given):
+            # the setting itself is kept (not its id): a freed object's id could name a new one
+            cached = self._attributor = (given, Attributor(replacement_model(self), self.transcoders()))
         return cached[1]
 
     def prompt(self, batch: Mapping[str, Any]) -> np.ndarray:

@@ -16,6 +16,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ..errors import ConfigError, UsageError, hint
 from ..text import load_yaml_file, parse_value
 from .dump import to_dict
+from .ranges import wide_problem
 from .schema import MISSING, Schema, schema
 from .types import (
     bool_problem,
@@ -229,7 +230,7 @@ def hydrate(
             values[path] = finish(spec.type, node)
         except ValueError as exc:
             raise ConfigError(f"{path}: {exc} (from {origin.get(path, 'defaults')})") from exc
-        problem = spec.range.problem(values[path]) if spec.range is not None else None
+        problem = (spec.range.problem(values[path]) if spec.range is not None else None) or wide_problem(values[path])
         if problem:
             raise ConfigError(f"{path} {problem} (from {origin.get(path, 'defaults')})")
     if missing:

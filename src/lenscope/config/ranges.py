@@ -10,6 +10,7 @@ from ..errors import ConfigError
 from .types import split_optional
 
 _BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+INT_LIMIT = 2**63  # every integer field holds a 64-bit integer (stores, NumPy and JAX hold no wider one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,15 @@ class Range:
         inside = ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
                   and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
         return None if inside else f"must be {self}, got {_number(value)}"
+
+
+def wide_problem(value: Any) -> str | None:
+    """Why an integer (or a list of them) is too wide for any integer field, or None."""
+    if isinstance(value, (list, tuple)):
+        return next((p for p in map(wide_problem, value) if p), None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
+        return f"must be a 64-bit integer (>= -2**63 and < 2**63), got {value}"
+    return None
 
 
 def _number(value: float) -> str:

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..errors import ConfigError
 from ..model_libraries import imported_module
-from .ranges import Range, check_numeric
+from .ranges import Range, check_numeric, wide_problem
 from .types import SUPPORTED, check_type, escape, finish, omega_type, type_name
 
 _META = "lenscope"
@@ -310,7 +310,7 @@ def check_ranges(config: Any) -> None:
     hand calls this from __post_init__, so that `TrainerConfig(steps=-5)` is refused too.
     """
     for spec in schema(type(config)).fields:
-        if spec.range is not None:
-            problem = spec.range.problem(getattr(config, spec.attr))
-            if problem:
-                raise ConfigError(f"{spec.path} {problem}")
+        value = getattr(config, spec.attr)
+        problem = (spec.range.problem(value) if spec.range is not None else None) or wide_problem(value)
+        if problem:
+            raise ConfigError(f"{spec.path} {problem}")

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import UsageError, hint
 from ..files import atomic_path
 from .core import BATCH_TOPK, Dictionary, Spec
+from .saelens_checks import check_tensors, read_cfg
 
 CFG_FILENAME = "cfg.json"
 WEIGHTS_FILENAME = "sae_weights.safetensors"
@@ -83,7 +84,7 @@ def load_saelens(folder: str | os.PathLike) -> tuple[Dictionary, dict[str, Any]]
         if not (folder / name).is_file():
             raise UsageError(f"{folder} is not a SAELens dictionary folder: it lacks {name} "
                              f"(expected {CFG_FILENAME} and {WEIGHTS_FILENAME})")
-    cfg = json.loads((folder / CFG_FILENAME).read_text())
+    cfg = read_cfg(folder / CFG_FILENAME)
     arch = cfg.get("architecture", "standard")
     known = (*_SAES, *_TRANSCODERS)
     if arch not in known:
@@ -102,7 +103,9 @@ def load_saelens(folder: str | os.PathLike) -> tuple[Dictionary, dict[str, Any]]
                 k=int(cfg.get("k", 1)) if base == "topk" else 32, transcoder=transcoder, skip=skip,
                 apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
                 rescale_acts_by_decoder_norm=bool(cfg.get("rescale_acts_by_decoder_norm", False)))
-    tensors = {k: jnp.asarray(v, jnp.float32) for k, v in load_file(folder / WEIGHTS_FILENAME).items()}
+    stored = load_file(folder / WEIGHTS_FILENAME)
+    check_tensors(folder / WEIGHTS_FILENAME, spec, stored, arch)
+    tensors = {k: jnp.asarray(v, jnp.float32) for k, v in stored.items()}
     if "log_threshold" in tensors:  # older JumpReLU files
         tensors["threshold"] = jnp.exp(tensors.pop("log_threshold"))
     if "W_skip" in tensors:

@@ -54,19 +54,49 @@ def read_texts(path: str | Path, key: str = "text") -> list[str]:
     texts: list[str] = []
     for file in _files(path):
         if file.suffix == ".txt":
-            texts += [line for line in file.read_text().splitlines() if line.strip()]
+            texts += [line for line in _text(file).splitlines() if line.strip()]
         elif file.suffix == ".jsonl":
-            texts += _column([json.loads(line) for line in file.read_text().splitlines() if line.strip()], key, file)
+            texts += _column(_records(file), key, file)
         else:
-            import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only parquet input needs it
-            table = pq.read_table(file)
-            if key not in table.column_names:
-                raise ConfigError(f"{file} has no column {key!r} (data/text_key); columns: "
-                                  f"{', '.join(table.column_names)}")
-            texts += _column([{key: v} for v in table.column(key).to_pylist()], key, file)
+            texts += _column([{key: v} for v in _parquet(file, key)], key, file)
     if not texts:
         raise ConfigError(f"data/text={str(path)!r} holds no text")
     return texts
+
+
+def _text(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{file} is not UTF-8 text (byte {err.start}: {err.reason}); data/text reads UTF-8 "
+                          ".txt, .jsonl and .parquet files") from None
+
+
+def _records(file: Path) -> list[Any]:
+    """The JSON value of each non-empty line of a .jsonl file; ConfigError naming a line that is not JSON."""
+    records = []
+    for number, line in enumerate(_text(file).splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except (ValueError, RecursionError) as err:  # not JSON, or nested too deep to parse
+                raise ConfigError(f"{file} line {number} is not a JSON record ({str(err)[:120]}); expected one "
+                                  "JSON object per line, e.g. {\"text\": \"...\"}") from None
+    return records
+
+
+def _parquet(file: Path, key: str) -> list[Any]:
+    """Column `key` of a Parquet file; ConfigError naming the file when it is no Parquet file or lacks the column."""
+    import pyarrow as pa  # lazy: pyarrow is heavy and only parquet input needs it
+    import pyarrow.parquet as pq  # lazy: as above
+
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowException, OSError) as err:  # pyarrow's errors for a damaged or foreign file
+        raise ConfigError(f"{file} is not a readable Parquet file ({str(err)[:160]})") from None
+    if key not in table.column_names:
+        raise ConfigError(f"{file} has no column {key!r} (data/text_key); columns: {', '.join(table.column_names)}")
+    return table.column(key).to_pylist()
 
 
 def token_rows(documents: Sequence[Sequence[int]], seq_len: int, mode: Literal["packed", "padded"], *,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 from starlette.requests import Request
@@ -11,6 +12,8 @@ from starlette.responses import Response
 from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
 
 HIST_W, HIST_H = 420, 120
+MAX_TABLE_BYTES = 64 << 20  # a dashboard table these pages parse whole; a larger one is refused unread
+NUMBERS = ("density", "max_activation", "mean_activation")
 
 
 def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
@@ -23,11 +26,40 @@ def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
     if not (name.startswith("features") and name.endswith(".parquet")):
         raise Missing(f"{name!r} is not a feature-dashboard table (features.parquet, features_1.parquet, ...)")
     info = artifact_info(ui.store, node, name)
+    if info.size > MAX_TABLE_BYTES:
+        raise Missing(f"{name} on {node.address} is too large to show here ({info.size} bytes; at most "
+                      f"{MAX_TABLE_BYTES}): download it")
     try:
-        rows = pq.read_table(io.BytesIO(artifact_content(ui.store, info))).to_pylist()
-    except Exception as error:  # pyarrow raises several types for a damaged file
+        rows = [_clean(row) for row in pq.read_table(io.BytesIO(artifact_content(ui.store, info))).to_pylist()]
+    except Missing:
+        raise
+    except Exception as error:  # pyarrow raises several types for a damaged file, _clean a TypeError or KeyError
         raise Missing(f"{name} on {node.address} is not a readable dashboard table: {error}") from None
     return ui, node, name, rows
+
+
+def _finite(value: Any) -> float | None:
+    """A number as a float, None for None, NaN, infinities and anything that is no number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    """A dashboard row whose numbers are finite floats or None, and whose lists are lists (None: empty)."""
+    row = dict(row)
+    for key in NUMBERS:
+        row[key] = _finite(row.get(key))
+    for kind in ("top", "quantile"):
+        row[f"{kind}_activation"] = [_finite(a) for a in row.get(f"{kind}_activation") or []]
+        row[f"{kind}_context"] = [list(c or []) for c in row.get(f"{kind}_context") or []]
+        row[f"{kind}_highlight"] = [int(h) if isinstance(h, int) and h >= 0 else 0
+                                    for h in row.get(f"{kind}_highlight") or []]
+    row["hist_counts"] = [max(int(_finite(c) or 0), 0) for c in row.get("hist_counts") or []]
+    row["hist_edges"] = [e for e in (_finite(e) for e in row.get("hist_edges") or []) if e is not None]
+    for kind in ("top", "bottom"):
+        row[f"{kind}_logit_values"] = [_finite(v) for v in row.get(f"{kind}_logit_values") or []]
+    return row
 
 
 def _samples(row: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -35,8 +67,9 @@ def _samples(row: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     shades the marked token by its activation relative to the latent's maximum."""
     out, peak = [], row["max_activation"] or 1.0
     for act, context, at in zip(row[f"{kind}_activation"], row[f"{kind}_context"], row[f"{kind}_highlight"]):
+        level = 1 if act is None else round(min(4.0, max(1.0, 4 * act / peak)))
         out.append({"activation": act, "before": context[:at], "token": context[at] if at < len(context) else "",
-                    "after": context[at + 1:], "level": min(4, max(1, round(4 * act / peak)))})
+                    "after": context[at + 1:], "level": level})
     return out
 
 

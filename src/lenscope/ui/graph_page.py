@@ -7,7 +7,6 @@ Only numbers and strings come out of here; the template writes the SVG (so every
 from __future__ import annotations
 
 import io
-import json
 import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
@@ -16,20 +15,17 @@ from typing import Any
 from urllib.parse import quote
 
 from lenscope.store import StoreReader
+from lenscope.ui.graph_check import parse_graph
 from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
 
 COLUMN, ROW, MARGIN, TOP = 150, 100, 70, 40
 STEP, CROWD = 22, 24  # a cell's node spacing, and how many nodes a cell widens its column for
-KEYS = {"metadata", "qParams", "nodes", "links"}
+MAX_TABLE_BYTES = 64 << 20  # a dashboard table the graph page reads for its feature links
 
 
 def is_graph(text: str) -> bool:
     """Whether a JSON artifact's text is an attribution graph file."""
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse (then not a graph file either)
-        return False
-    return isinstance(document, dict) and set(document) >= KEYS
+    return parse_graph(text.encode()) is not None
 
 
 @dataclass
@@ -114,6 +110,8 @@ def dashboards(store: StoreReader, scan: str, layers: Iterable[int]) -> dict[int
     for layer in sorted(set(layers)):
         try:
             info = artifact_info(store, node, dashboard_table(layer))
+            if info.size > MAX_TABLE_BYTES:
+                continue
             table = pq.read_table(io.BytesIO(artifact_content(store, info)), columns=["latent"])
         except Exception:  # no such node or table, or a damaged one: that layer's features get no links
             continue
@@ -127,14 +125,15 @@ def _in_order(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def layout(document: dict[str, Any], linked: Mapping[int, Collection[int]] | None = None) -> Layout:
-    """Positions of every node and link. A feature node links to its dashboard page (see feature_href): every one
-    when `linked` is None, else those in `linked[layer]` (see dashboards)."""
+    """Positions of every node and link of a checked graph (see graph_check.check_graph). A feature node links to its
+    dashboard page (see feature_href): every one when `linked` is None, else those in `linked[layer]` (see
+    dashboards)."""
     nodes, links = document["nodes"], document["links"]
     prompt = list(document["metadata"].get("prompt_tokens", []))
     scan = str(document["metadata"].get("scan", ""))
     logit_layers = [int(n["layer"]) for n in nodes if n["feature_type"] == "logit"]
     n_layers = max(logit_layers) - 1 if logit_layers else 1 + max((int(n["layer"]) for n in nodes
-                                                                   if n["layer"] != "E"), default=0)
+                                                                   if _kind(n) != "token"), default=0)
     n_pos = max([len(prompt)] + [int(n["ctx_idx"]) + 1 for n in nodes])
     cells: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for node in nodes:
@@ -172,7 +171,7 @@ def _dot(node: dict[str, Any], x: float, y: float, scan: str, linked: Mapping[in
          below: bool) -> Dot:
     """One node drawn at (x, y); `below`: its short label goes under it (staggered where a cell is crowded)."""
     kind = _kind(node)
-    label = node["clerp"] or node["node_id"]
+    label = node.get("clerp") or node["node_id"]
     extra = f" activation {node['activation']:.3g}" if node.get("activation") is not None else ""
     href = ""
     if kind == "feature":

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Connection, select
 
-from lenscope.errors import LenscopeError
+from lenscope.errors import LenscopeError, StoreError
 from lenscope.store import Node, StoreReader
 from lenscope.store.schema import artifacts, edges, nodes, records
 from lenscope.store.values import Scalar, decode, load_config
@@ -122,9 +123,19 @@ def artifact_info(store: StoreReader, node: Node, name: str, version: int | None
     return _info(chosen[-1], versions)
 
 
+@contextmanager
+def _readable(info: ArtifactInfo) -> Iterator[None]:
+    """A blob that is missing, corrupt or unreadable (permissions, a folder in its place) as a `Missing`."""
+    try:
+        yield
+    except (OSError, StoreError) as error:
+        raise Missing(f"artifact {info.name!r} cannot be read: {error}") from None
+
+
 def artifact_content(store: StoreReader, info: ArtifactInfo) -> bytes:
     """The exact stored bytes of an artifact version (checked against its size and SHA-256)."""
-    return store.blobs.get(info.sha256, info.size)
+    with _readable(info):
+        return store.blobs.get(info.sha256, info.size)
 
 
 def artifact_chunks(store: StoreReader, info: ArtifactInfo) -> Iterator[bytes]:
@@ -134,10 +145,12 @@ def artifact_chunks(store: StoreReader, info: ArtifactInfo) -> Iterator[bytes]:
 
 def artifact_head(store: StoreReader, info: ArtifactInfo, count: int) -> bytes:
     """The first `count` bytes of an artifact version (what a text preview shows; the content address is trusted)."""
-    return store.blobs.head(info.sha256, info.size, count, f"artifact {info.name!r}")
+    with _readable(info):
+        return store.blobs.head(info.sha256, info.size, count, f"artifact {info.name!r}")
 
 
 def artifact_file(store: StoreReader, info: ArtifactInfo) -> Path:
     """The blob file of an artifact version, for readers that seek (a Parquet preview reads one page's row groups)."""
-    store.blobs.head(info.sha256, info.size, 0, f"artifact {info.name!r}")  # missing or the wrong size: a StoreError
+    with _readable(info):  # missing, unreadable or the wrong size: a Missing
+        store.blobs.head(info.sha256, info.size, 0, f"artifact {info.name!r}")
     return store.blobs.path(info.sha256)

@@ -3,7 +3,6 @@ graph (`/graph/NODE/NAME`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -14,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
+from lenscope.ui.graph_check import MAX_GRAPH_BYTES, GraphError, check_graph, parse_graph
 from lenscope.ui.graph_page import dashboards, is_graph, layout
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
@@ -190,10 +190,14 @@ def show(ui, node: Node, info: ArtifactInfo, page: int = 0) -> Shown:
             return shown
         try:
             shown.table = preview(artifact_file(ui.store, info), page)
-        except TableError as error:
+        except (TableError, Missing) as error:
             shown.problem = str(error)
     else:
-        head = artifact_head(ui.store, info, content.MAX_TEXT + 1)
+        try:
+            head = artifact_head(ui.store, info, content.MAX_TEXT + 1)
+        except Missing as error:
+            shown.problem = str(error)
+            return shown
         shown.text, shown.cut = content.readable(head, as_json=kind == "json", size=info.size)
         shown.graph = kind == "json" and not shown.cut and is_graph(shown.text)
     return shown
@@ -226,10 +230,17 @@ def graph(request: Request) -> Response:
     ui, params = _ui(request), request.query_params
     target = parse_node(request.path_params["address"])
     info = artifact_info(ui.store, target, request.path_params["name"], _int(params.get("version")))
-    text = artifact_content(ui.store, info).decode("utf-8", errors="replace")
-    if not is_graph(text):
-        raise Missing(f"artifact {info.name!r} on {target.address} is not an attribution graph file")
-    document = json.loads(text)
+    where = f"artifact {info.name!r} on {target.address}"
+    if info.size > MAX_GRAPH_BYTES:
+        raise Missing(f"{where} is too large to draw ({info.size} bytes; the graph page reads at most "
+                      f"{MAX_GRAPH_BYTES}): download it")
+    document = parse_graph(artifact_content(ui.store, info))
+    if document is None:
+        raise Missing(f"{where} is not an attribution graph file")
+    try:
+        check_graph(document)
+    except GraphError as error:
+        raise Missing(f"{where} is not a graph this page can draw: {error}") from None
     layers = [int(n["layer"]) for n in document["nodes"] if n["feature_type"] == "cross layer transcoder"]
     linked = dashboards(ui.store, str(document["metadata"].get("scan", "")), layers)
     return ui.page("graph.html", title=f"graph {info.name} on {target.address}", node=target, name=info.name,

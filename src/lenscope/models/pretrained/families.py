@@ -12,6 +12,7 @@ from typing import Any
 
 from ...errors import UsageError
 from .config import DecoderConfig
+from .config_checks import check_config
 from .rope import inverse_frequencies, rope_settings
 
 __all__ = ["FAMILIES", "decoder_config"]
@@ -215,7 +216,11 @@ FAMILIES: dict[str, Callable[[Raw], DecoderConfig]] = {
 
 def decoder_config(raw: Raw) -> DecoderConfig:
     """The DecoderConfig of a config.json; UsageError naming an unsupported model_type or attribute."""
+    if not isinstance(raw, Mapping):
+        raise UsageError(f"config.json is a JSON {type(raw).__name__}: expected an object of attributes")
     kind = raw.get("model_type")
-    if kind not in FAMILIES:
-        raise UsageError(f"config.json model_type {kind!r} is not supported; supported: {', '.join(FAMILIES)}")
+    if not isinstance(kind, str) or kind not in FAMILIES:
+        raise UsageError(f"config.json model_type {str(kind)[:40]!r} is not supported; supported: "
+                         f"{', '.join(FAMILIES)}")
+    check_config(raw, kind)
     return FAMILIES[kind](raw)

@@ -37,7 +37,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     """The folder's config.json as a dict."""
     try:
         return json.loads((folder / "config.json").read_text())
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
         raise UsageError(f"{folder / 'config.json'} is not valid JSON ({err})") from None
 
 
@@ -126,7 +126,11 @@ def load_decoder(folder: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mesh
 
             def place(view: np.ndarray, path: str = path, name: str = name, transform: Any = transform,
                       shape: Any = shape, target: Any = target) -> jax.Array:
-                host = transform(view)
+                try:
+                    host = transform(view)
+                except ValueError as err:  # a reshape or a fused tensor's check: the wrong shape for the config
+                    raise UsageError(f"tensor {name!r} of shape {tuple(view.shape)} cannot give {path} "
+                                     f"{tuple(shape.shape)} ({err}); is config.json the checkpoint's own?") from None
                 if tuple(host.shape) != tuple(shape.shape):
                     raise UsageError(f"tensor {name!r} gives {path} the shape {tuple(host.shape)}, but the config "
                                      f"implies {tuple(shape.shape)}; is config.json the checkpoint's own?")

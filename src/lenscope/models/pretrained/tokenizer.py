@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import UsageError
 from ...model_libraries import optional
+from .config_checks import check_token_ids
 
 __all__ = ["Tokenizer", "load_tokenizer"]
 
@@ -28,7 +29,12 @@ class Tokenizer:
     def from_file(cls, path: str | Path, **ids: int | None) -> Tokenizer:
         """A Tokenizer from a tokenizer.json file."""
         backend = optional("tokenizers", "pretrained", "reading tokenizer.json")  # only text jobs need it
-        return cls(backend.Tokenizer.from_file(str(path)), **ids)
+        try:
+            loaded = backend.Tokenizer.from_file(str(path))
+        except Exception as err:  # the tokenizers package raises a bare Exception for a file it cannot read
+            raise UsageError(f"{path} is not a tokenizer file the tokenizers package reads ({str(err)[:200]}); "
+                             "expected a Hugging Face tokenizer.json") from None
+        return cls(loaded, **ids)
 
     def encode(self, text: str, prepend_bos: bool | None = None) -> list[int]:
         """Token ids of one text: the tokenizer's own special tokens, and a BOS first when `prepend_bos`."""
@@ -69,11 +75,19 @@ def load_tokenizer(folder: Path, config: dict[str, Any]) -> Tokenizer | None:
     ids = {k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
     extra = folder / "tokenizer_config.json"
     if extra.is_file():
-        settings = json.loads(extra.read_text())
+        try:
+            settings = json.loads(extra.read_text())
+        except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
+            raise UsageError(f"{extra} is not valid JSON ({err})") from None
+        if not isinstance(settings, dict):
+            raise UsageError(f"{extra} is a JSON {type(settings).__name__}: expected an object of settings")
         backend_ids = Tokenizer.from_file(path)
         for key in ("bos", "eos", "pad"):
             token = settings.get(f"{key}_token")
             token = token.get("content") if isinstance(token, dict) else token
             if token is not None and ids.get(f"{key}_token_id") is None:
                 ids[f"{key}_token_id"] = backend_ids.backend.token_to_id(token)
-    return Tokenizer.from_file(path, **{k: (v if isinstance(v, int) else None) for k, v in ids.items()})
+    ids = {k: (v if isinstance(v, int) and not isinstance(v, bool) else None) for k, v in ids.items()}
+    tokenizer = Tokenizer.from_file(path, **ids)
+    check_token_ids(ids, max(tokenizer.backend.get_vocab_size(), 1), f"{folder} (config.json, tokenizer_config.json)")
+    return tokenizer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -93,14 +94,21 @@ NEOX = FusedNames("gpt_neox.layers.{i}", "input_layernorm", "post_attention_laye
                   ("gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm", "embed_out.weight"))
 
 
+def _whole(w: Any, shape: tuple[int, ...]) -> Any:
+    """`w` when it has the fused tensor's whole `shape` (a slice of a wider one would pass silently)."""
+    if tuple(w.shape) != shape:
+        raise ValueError(f"the fused tensor has the shape {tuple(w.shape)}, but the config implies {shape}")
+    return w
+
+
 def fused(cfg: DecoderConfig, names: FusedNames) -> WeightMap:
     """GPT-2 (Conv1D [in, out]; c_attn [d_model, 3 d_model]) or GPT-NeoX (Linear [out, in]; query_key_value
     [heads x (q, k, v) x d_head, d_model], fused per head)."""
     d, h, k = cfg.d_model, cfg.n_heads, cfg.d_head
     conv = names is GPT2
     if conv:
-        qkv = lambda j: lambda w: w[:, j * d:(j + 1) * d].reshape(d, h, k)  # noqa: E731
-        qkv_bias = lambda j: lambda w: w[j * d:(j + 1) * d].reshape(h, k)  # noqa: E731
+        qkv = lambda j: lambda w: _whole(w, (d, 3 * d))[:, j * d:(j + 1) * d].reshape(d, h, k)  # noqa: E731
+        qkv_bias = lambda j: lambda w: _whole(w, (3 * d,))[j * d:(j + 1) * d].reshape(h, k)  # noqa: E731
     else:
         qkv = lambda j: lambda w: w.reshape(h, 3, k, d)[:, j].transpose(2, 0, 1)  # noqa: E731
         qkv_bias = lambda j: lambda w: w.reshape(h, 3, k)[:, j]  # noqa: E731
