@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..store.lineage_heads import heads
 from ..training.interrupts import on_signals
 from ..training.resume import resume_point
 from .commands import _lookup, open_store
+from .hints import lineage_keys
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -56,7 +58,9 @@ def _say_next(args: argparse.Namespace, instance: Any, node: Any) -> None:
     lines = [f"lenscope: finished {node}"]
     if results.is_dir():
         lines.append(f"  results  {results}/<step>/  (figures and JSON of each analysed step)")
-    lines.append(f"  look     lenscope {store}show {node}    lenscope {store}ls --lineage {node} --keys val/accuracy")
+    keys = lineage_keys(instance.store, node) if getattr(instance, "store", None) is not None else []
+    listing = f"lenscope {store}ls --lineage {node}" + (f" --keys {','.join(keys)}" if keys else "")
+    lines.append(f"  look     lenscope {store}show {node}    {listing}")
     lines.append(f"  browse   lenscope {store}ui    then open http://127.0.0.1:8765 (curves, figures over the steps)")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
@@ -72,13 +76,46 @@ def _join_cluster() -> None:
                          "process_id from a script (docs/scale.md)") from err
 
 
+# Config paths only training reads: `--analysis` (analyses instead of training) would ignore them.
+TRAINING_ONLY = ("training/steps", "training/analyses", "training/analyze", "training/remat", "optimization/",
+                 "logging/report_interval", "logging/validation_interval", "logging/analysis_interval",
+                 "logging/checkpoint_interval")
+
+
 def _check_flags(args: argparse.Namespace) -> None:
+    _check_tandem(args)
     if args.branch and not args.base:
         raise UsageError("--branch needs --base NODE (the node to branch from)")
     if args.resume and (args.base or args.analysis):
         other = "--base" if args.base else "--analysis"
         raise UsageError(f"--resume finds the node to resume itself; it cannot be combined with {other} "
                          "(to resume a node of your choice: --base NODE)")
+
+
+def _overridden(sources: list) -> list[str]:
+    """The config paths the key=value overrides among `sources` set (a.b=c spelled a/b)."""
+    return [s.partition("=")[0].strip().replace(".", "/") for s in sources
+            if isinstance(s, str) and "=" in s and not s.endswith((".yaml", ".yml"))]
+
+
+def _check_tandem(args: argparse.Namespace) -> None:
+    """Refuse `--analysis` with overrides only training reads, and `--tandem` beside what contradicts it;
+    then `--tandem` becomes the training/analyses source."""
+    paths = _overridden(args.sources)
+    if args.analysis:
+        if args.tandem:
+            raise UsageError("--analysis runs analyses instead of training, --tandem runs them while training; "
+                             "give one (--tandem NAME to train and analyse at every validation)")
+        ignored = [p for p in paths if p.startswith(TRAINING_ONLY)]
+        if ignored:
+            command = shlex.join(["lenscope", "run", args.job, *args.sources, "--tandem", args.analysis[0]])
+            raise UsageError(f"--analysis runs analyses on the job's state instead of training, so it would ignore "
+                             f"{', '.join(ignored)}; to train and run them at every validation use --tandem NAME "
+                             f"(e.g. {command})")
+    if args.tandem:
+        if "training/analyses" in paths:
+            raise UsageError("--tandem sets training/analyses, which an override sets too; give the analyses one way")
+        args.sources = [*args.sources, "training/analyses=" + json.dumps(list(args.tandem))]
 
 
 def _resume_base(args: argparse.Namespace) -> str:
