@@ -54,7 +54,8 @@ def test_tandem_trains_and_runs_the_named_analyses(lm: dict, capsys: pytest.Capt
             entry.artifacts)
         values = store.values(node)
         assert "analysis/logit_lens/blocks/0 (input)/kl" in values and "val/loss" in values
-        assert store.config(node)["training"]["analyses"] == ["logit_lens", "activation_patching,names_filter=[blocks/*]"]
+        analyses = store.config(node)["training"]["analyses"]
+        assert analyses == ["logit_lens", "activation_patching,names_filter=[blocks/*]"]
         assert entry.checkpoint is not None
     assert "--keys val/loss,val/accuracy" in err and "val_acc=" in err
 

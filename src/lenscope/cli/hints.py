@@ -67,8 +67,8 @@ def note_missing_keys(store: Store, keys: list[str], rows: list[dict]) -> None:
 
 
 # The keys an end hint prefers, in order; a run that records none of them is shown with the first it records.
-PREFERRED_KEYS = ("val/loss", "val/accuracy", "test/loss", "test/accuracy", "test/perplexity", "val/mse_loss",
-                  "val/explained_variance", "train/loss")
+PREFERRED_KEYS = ("val/loss", "val/accuracy", "eval/explained_variance", "test/loss", "test/accuracy",
+                  "test/perplexity", "val/mse_loss", "train/loss")
 _NOT_KEYS = RESERVED_KEYS | {"node_name", "version"}
 
 
