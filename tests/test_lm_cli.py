@@ -5,12 +5,14 @@ end hints naming keys the run recorded."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from doc_blocks import DOCS  # noqa: E402
 from hf_models import checkpoint, save_tokenizer, text_file, torch_or_skip  # noqa: E402
 
 from lenscope.cli.main import main  # noqa: E402
@@ -106,3 +108,29 @@ def test_lm_eval_hint_names_the_keys_it_records(lm: dict, capsys: pytest.Capture
     code, out, err = run(capsys, "run", "lm/eval", *lm["config"], *lm["store"])
     assert code == 0, err
     assert "--keys test/loss,test/accuracy" in err
+
+
+def test_the_fine_tuning_commands_of_docs_pretrained_run(lm: dict, capsys: pytest.CaptureFixture,
+                                                         tmp_path: Path) -> None:
+    block = re.search(r"```sh\n(.*?)```", (DOCS / "pretrained.md").read_text(), re.S).group(1)
+    commands = [line.split() for line in block.splitlines() if line.startswith("lenscope run lm/train")]
+    assert len(commands) == 2 and "--tandem" in commands[0] and "--analysis" in commands[1]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    text_file(corpus, documents=24)
+    folder = next(c for c in lm["config"] if c.startswith("model/pretrained=")).split("=", 1)[1]
+    small = ["data/seq_len=8", "training/batch_size=4", f"logging/results={tmp_path / 'results'}"]
+    swap = {"model/pretrained=~/models/pythia-160m": f"model/pretrained={folder}",
+            "data/text=~/corpus/": f"data/text={corpus}",
+            "training/steps=1000": "training/steps=2 logging/validation_interval=2 logging/checkpoint_interval=2"}
+    node = None
+    for words in commands:
+        argv = [part for word in words[1:] for part in swap.get(word, word).split()]
+        if node is not None:
+            argv = [str(node) if word == "lm.train@NONCE:1000" else word for word in argv]
+        code, out, err = run(capsys, *argv, *small, "--store", str(tmp_path / "runs"))
+        assert code == 0, err
+        node = last_node(out) if node is None else node
+    with Store(tmp_path / "runs") as store:
+        assert node.seq == 2 and store.get(node).checkpoint is not None
+        assert {"logit_lens", "activation_patching", "activation_patching.json"} <= set(store.get(node).artifacts)
