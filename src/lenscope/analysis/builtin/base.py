@@ -21,14 +21,22 @@ def root_label(path: str) -> str:
     return path if path else "(root)"
 
 
+MAX_LISTED = 1 << 16  # numbers of one array written out in an op's JSON; a bigger array is summarized
+
+
 def numbers(results: Any) -> Any:
-    """An op's results as JSON: arrays as nested lists, a 0-d array as its number, NaN and inf as None."""
+    """An op's results as JSON: arrays as nested lists (one of more than MAX_LISTED numbers as its shape, mean,
+    min and max), a 0-d array as its number, NaN and inf as None."""
     if isinstance(results, dict):
         return {str(key): numbers(value) for key, value in results.items()}
     if isinstance(results, (list, tuple)):
         return [numbers(value) for value in results]
     if isinstance(results, (np.ndarray, np.generic, jax.Array)):
         array = np.asarray(results)
+        if array.size > MAX_LISTED and array.dtype.kind in "biuf":
+            finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+            summary = (float(finite.mean()), float(finite.min()), float(finite.max())) if finite.size else (None,) * 3
+            return {"shape": list(array.shape), **dict(zip(("mean", "min", "max"), map(numbers, summary)))}
         return numbers(array.tolist()) if array.ndim else numbers(array.item())
     if isinstance(results, float) and not math.isfinite(results):
         return None
