@@ -134,3 +134,17 @@ def test_the_fine_tuning_commands_of_docs_pretrained_run(lm: dict, capsys: pytes
     with Store(tmp_path / "runs") as store:
         assert node.seq == 2 and store.get(node).checkpoint is not None
         assert {"logit_lens", "activation_patching", "activation_patching.json"} <= set(store.get(node).artifacts)
+
+
+def test_analysis_on_a_base_takes_overrides_that_restate_its_config(lm: dict, capsys: pytest.CaptureFixture) -> None:
+    code, out, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=1", "logging/validation_interval=0",
+                         "logging/checkpoint_interval=1", *lm["store"])
+    assert code == 0, err
+    base = last_node(out)
+    same = ["training/steps=1", "logging/validation_interval=0", "logging/checkpoint_interval=1"]
+    code, _, err = run(capsys, "run", "lm/train", *lm["config"], *same, *lm["store"], "--base", str(base),
+                       "--analysis", "weight_spectrum")
+    assert code == 0, err  # the training command repeated with --base: nothing it says is ignored
+    code, _, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=9", *lm["store"], "--base", str(base),
+                       "--analysis", "weight_spectrum")
+    assert code == 2 and "would ignore training/steps" in err

@@ -6,6 +6,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from ..config import hydrate
 from ..errors import UsageError
 from ..job_registry import resolve
 from ..runner import build_job, run_analyses, run_job
+from ..store import Node
 from ..store.lineage_heads import heads
+from ..text import parse_value
 from ..training.interrupts import on_signals
 from ..training.resume import resume_point
 from .commands import _lookup, open_store
@@ -33,12 +36,15 @@ def _run(args: argparse.Namespace) -> int:
     _check_flags(args)
     if args.distributed:
         _join_cluster()
-    base = args.base
+    base, saved = args.base, None
     if args.resume:
         base = _resume_base(args)
     elif args.base:
         with open_store(args.store) as store:
             _lookup(store, args.base, store.status)
+            saved = store.config(Node.parse(args.base)) if args.analysis else None
+    if args.analysis:
+        _check_ignored(args, saved)
     instance = build_job(args.job, args.sources, base=base, store=args.store)
     try:
         node = run_analyses(instance, args.analysis) if args.analysis else run_job(instance, branch=args.branch)
@@ -92,30 +98,46 @@ def _check_flags(args: argparse.Namespace) -> None:
                          "(to resume a node of your choice: --base NODE)")
 
 
-def _overridden(sources: list) -> list[str]:
-    """The config paths the key=value overrides among `sources` set (a.b=c spelled a/b)."""
-    return [s.partition("=")[0].strip().replace(".", "/") for s in sources
-            if isinstance(s, str) and "=" in s and not s.endswith((".yaml", ".yml"))]
+def _overrides(sources: list) -> list[tuple[str, str]]:
+    """(config path, value text) of the key=value overrides among `sources` (a.b=c spelled a/b)."""
+    pairs = [s.partition("=") for s in sources if isinstance(s, str) and "=" in s and not s.endswith((".yaml", ".yml"))]
+    return [(key.strip().replace(".", "/"), value) for key, _, value in pairs]
 
 
 def _check_tandem(args: argparse.Namespace) -> None:
-    """Refuse `--analysis` with overrides only training reads, and `--tandem` beside what contradicts it;
-    then `--tandem` becomes the training/analyses source."""
-    paths = _overridden(args.sources)
+    """Refuse `--tandem` beside `--analysis` or a training/analyses override; then it becomes that source."""
+    if not args.tandem:
+        return
     if args.analysis:
-        if args.tandem:
-            raise UsageError("--analysis runs analyses instead of training, --tandem runs them while training; "
-                             "give one (--tandem NAME to train and analyse at every validation)")
-        ignored = [p for p in paths if p.startswith(TRAINING_ONLY)]
-        if ignored:
-            command = shlex.join(["lenscope", "run", args.job, *args.sources, "--tandem", args.analysis[0]])
-            raise UsageError(f"--analysis runs analyses on the job's state instead of training, so it would ignore "
-                             f"{', '.join(ignored)}; to train and run them at every validation use --tandem NAME "
-                             f"(e.g. {command})")
-    if args.tandem:
-        if "training/analyses" in paths:
-            raise UsageError("--tandem sets training/analyses, which an override sets too; give the analyses one way")
-        args.sources = [*args.sources, "training/analyses=" + json.dumps(list(args.tandem))]
+        raise UsageError("--analysis runs analyses instead of training, --tandem runs them while training; "
+                         "give one (--tandem NAME to train and analyse at every validation)")
+    if any(path == "training/analyses" for path, _ in _overrides(args.sources)):
+        raise UsageError("--tandem sets training/analyses, which an override sets too; give the analyses one way")
+    args.sources = [*args.sources, "training/analyses=" + json.dumps(list(args.tandem))]
+
+
+def _check_ignored(args: argparse.Namespace, saved: Mapping[str, Any] | None) -> None:
+    """Refuse `--analysis` with overrides only training reads, unless they restate the `--base` node's config."""
+    ignored = [path for path, value in _overrides(args.sources) if path.startswith(TRAINING_ONLY)
+               and (saved is None or _saved(saved, path) != parse_value(value))]
+    if ignored:
+        command = shlex.join(["lenscope", "run", args.job, *args.sources, "--tandem", args.analysis[0]])
+        raise UsageError(f"--analysis runs analyses on the job's state instead of training, so it would ignore "
+                         f"{', '.join(ignored)}; to train and run them at every validation use --tandem NAME "
+                         f"(e.g. {command})")
+
+
+def _saved(config: Mapping[str, Any], path: str) -> Any:
+    """The value at `path` of a node's saved (nested) config, or a marker that it has none."""
+    node: Any = config
+    for part in path.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
 
 
 def _resume_base(args: argparse.Namespace) -> str:
