@@ -118,7 +118,8 @@ def _check_tandem(args: argparse.Namespace) -> None:
 
 def _check_ignored(args: argparse.Namespace, saved: Mapping[str, Any] | None) -> None:
     """Refuse `--analysis` with overrides only training reads, unless they restate the `--base` node's config."""
-    ignored = [path for path, value in _overrides(args.sources) if path.startswith(TRAINING_ONLY)
+    given = dict(_overrides(args.sources))  # the last override of a path is the one that holds
+    ignored = [path for path, value in given.items() if path.startswith(TRAINING_ONLY)
                and (saved is None or _saved(saved, path) != parse_value(value))]
     if ignored:
         command = shlex.join(["lenscope", "run", args.job, *args.sources, "--tandem", args.analysis[0]])
