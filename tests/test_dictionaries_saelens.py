@@ -111,7 +111,7 @@ def test_unsupported_files_are_refused_by_name(tmp_path):
     (tmp_path / "cfg.json").write_text(cfg)
     with pytest.raises(UsageError, match="did you mean topk"):
         load_saelens(tmp_path)
-    with pytest.raises(UsageError, match="SAELens has no topk transcoder"):
+    with pytest.raises(UsageError, match="no topk transcoder.*sae/architecture=batchtopk.*transcoders=NODE"):
         save_saelens(Dictionary.of(Spec("topk", 4, 8, d_out=3, k=2, transcoder=True), {
             "W_enc": jnp.zeros((4, 8)), "b_enc": jnp.zeros(8), "W_dec": jnp.zeros((8, 3)), "b_dec": jnp.zeros(3)}),
             tmp_path / "x")

@@ -168,3 +168,13 @@ def test_every_builtin_op_saves_its_plot_on_the_grokking_model(grok):
     for name in ("attention_patterns", "logit_lens", "weight_spectrum"):
         assert (grok.results_dir() / f"{name}.pdf").is_file()
     assert (grok.results_dir() / "activation_stats.json").is_file()
+
+
+def test_op_numbers_as_json_summarize_big_arrays_and_drop_non_finite() -> None:
+    from lenscope.analysis.builtin.base import MAX_LISTED, numbers
+
+    big = np.arange(MAX_LISTED + 1, dtype=np.float32)
+    plain = numbers({"grid": np.ones((2, 3)), "score": np.float32(np.nan), "big": big, "n": np.int64(3)})
+    assert plain["grid"] == [[1.0] * 3] * 2 and plain["score"] is None and plain["n"] == 3
+    assert plain["big"] == {"shape": [MAX_LISTED + 1], "mean": float(big.mean()), "min": 0.0, "max": float(MAX_LISTED)}
+    json.dumps(plain, allow_nan=False)  # strict JSON

@@ -33,6 +33,8 @@ BUILTIN_JOBS = {
     "grokking/sae": "lenscope.examples.grokking_sae",
     "lm/train": "lenscope.examples.lm",
     "lm/eval": "lenscope.examples.lm",
+    "lm/sae": "lenscope.examples.lm_dictionaries",
+    "lm/transcoder": "lenscope.examples.lm_dictionaries",
 }
 _BUILTIN_MODULES = tuple(dict.fromkeys(BUILTIN_JOBS.values()))
 _FILE_PREFIX = "lenscope_jobfile_"  # + 12 hex digits of the file's resolved path + "_" + its stem

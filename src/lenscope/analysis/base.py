@@ -314,8 +314,12 @@ class AnalysisBase(PatchAccess, BaseTrainer[C, M], Generic[C, M]):
                                  provenance=provenance(naming_class(type(self))),
                                  other_class=self.args.analysis_other_class)
         if content is None and filename.endswith(".json"):  # its numbers: listed, filtered, drawn over training
-            self.lineage.record(json_values(name, output))
+            self.lineage.record(self.result_values(name, output))
         return path
+
+    def result_values(self, name: str, output: Any) -> Mapping[str, Any]:
+        """The values a JSON plot() result records: its scalar leaves as `analysis/NAME/...` (override to choose)."""
+        return json_values(name, output)
 
     def output_schema(self) -> Mapping[str, Any] | None:
         """Table mode's schema: the active AnalysisCfg's output_schema, else SCHEMA; None means not a table."""

@@ -105,6 +105,33 @@ def check_cfgs(trainer: BaseTrainer, cfgs: tuple) -> list[Checked]:
     return checked
 
 
+def tandem_analyses(trainer_cls: type, specs: Any) -> list[type]:
+    """The tandem analyses `training/analyses` names (`NAME`, `NAME,key=value,...` or mappings) as classes of
+    `trainer_cls`'s tandem: each view bound to its cfg and params. An analysis job's own config names none."""
+    if issubclass(trainer_cls, AnalysisBase):
+        return []
+    if isinstance(specs, (str, Mapping)):
+        specs = [specs]
+    made: list[type] = []
+    for spec in specs:
+        for cfg in AnalysisCfg.parse(spec) if isinstance(spec, str) else [coerce_cfg(spec)]:
+            cls = combined_class(resolve_analysis(cfg), trainer_cls)
+            checked = Checked(cfg, cls, cfg.result_name(cls), resolve_params(cls, cfg))
+            named = {"NAME": cfg.name} if cfg.name else {}  # else the analysis's own class names what it saves
+            made.append(type(cls.__name__, (cls,), {**named, "__module__": cls.__module__, "__doc__": cls.__doc__,
+                                                    "from_trainer": _bound_view(checked)}))
+    return made
+
+
+def _bound_view(checked: Checked) -> classmethod:
+    """A from_trainer that binds the view it makes to the checked cfg and its params."""
+    def from_trainer(cls: type, trainer: BaseTrainer, *, publisher: Any = None, lineage: Any = None) -> AnalysisBase:
+        view = cls(view_of=trainer, publisher=publisher, lineage=lineage)
+        view.use_cfg(checked.cfg, checked.params, row_step=own_step(trainer, checked.cfg))
+        return view
+    return classmethod(from_trainer)
+
+
 # -- binding --------------------------------------------------------------------------------
 def results_lineage(trainer: BaseTrainer, cfg: AnalysisCfg, name: str) -> Lineage | None:
     """Where cfg.output_store sends results: a node of the trainer's store, or a new node in another store (None: the

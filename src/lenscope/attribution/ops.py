@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..analysis.builtin import OpAnalysis
+from ..analysis.made_by import PREFIX
 from ..analysis.table_mode import table_artifact, write_parquet
 from ..errors import UsageError
 from ..models.pretrained import Decoder
@@ -180,3 +181,20 @@ class ComputeAttributionGraph(GraphOp, TableOp):
     def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
         """The compact node table of the graph file (one row per kept node, with its incoming edges)."""
         return node_table(self.plot(results))
+
+    def publish(self, results: Any) -> Path | None:
+        """The graph file and its table, and as values the graph's replacement and completeness scores and its
+        size (`analysis/NAME/replacement_score`, ...)."""
+        path = super().publish(results)
+        if self.is_writer:
+            graph, pruned = graph_of(results)
+            self.lineage.record({f"{PREFIX}/{self.NAME}/{key}": value for key, value in {
+                "replacement_score": float(results["replacement_score"]),
+                "completeness_score": float(results["completeness_score"]),
+                "features": int(graph.n_features), "kept_nodes": int(np.sum(pruned.node_mask))}.items()})
+        return path
+
+    def result_values(self, name: str, output: Any) -> Mapping[str, Any]:
+        """None from the graph file: its metadata and query parameters are not measurements (publish records the
+        scores)."""
+        return {}

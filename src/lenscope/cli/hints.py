@@ -1,5 +1,6 @@
 """Why `lenscope ls` matched nothing, when the reason is a typo: a name, nonce, value key or artifact name that
-the store does not hold at all is a user error (exit 2) with the nearest words it does hold."""
+the store does not hold at all is a user error (exit 2) with the nearest words it does hold; and which value
+keys a finished run's end hint suggests (keys its lineage really holds)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,16 @@ def note_missing_keys(store: Store, keys: list[str], rows: list[dict]) -> None:
         else:
             continue
         print(f"note: --keys {key}: no row has it; {said}", file=sys.stderr)
+
+
+# The keys an end hint prefers, in order; a run that records none of them is shown with the first it records.
+PREFERRED_KEYS = ("val/loss", "val/accuracy", "eval/explained_variance", "test/loss", "test/accuracy",
+                  "test/perplexity", "val/mse_loss", "train/loss")
+_NOT_KEYS = RESERVED_KEYS | {"node_name", "version"}
+
+
+def lineage_keys(store: Store, node: Node, shown: int = 2) -> list[str]:
+    """Up to `shown` value keys the lineage of `node` records, the usual ones first (for `ls --keys`)."""
+    found = {key for row in store.query().name(node.name).nonce(node.nonce).select() for key in row} - _NOT_KEYS
+    chosen = [key for key in PREFERRED_KEYS if key in found]
+    return (chosen or sorted(found))[:shown]

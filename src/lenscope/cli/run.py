@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,13 @@ from ..config import hydrate
 from ..errors import UsageError
 from ..job_registry import resolve
 from ..runner import build_job, run_analyses, run_job
+from ..store import Node
 from ..store.lineage_heads import heads
+from ..text import parse_value
 from ..training.interrupts import on_signals
 from ..training.resume import resume_point
 from .commands import _lookup, open_store
+from .hints import lineage_keys
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -34,12 +39,15 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(refuse_branch(args.job, args.base))
     if args.distributed:
         _join_cluster()
-    base = args.base
+    base, saved = args.base, None
     if args.resume:
         base = _resume_base(args)
     elif args.base:
         with open_store(args.store) as store:
             _lookup(store, args.base, store.status)
+            saved = store.config(Node.parse(args.base)) if args.analysis else None
+    if args.analysis:
+        _check_ignored(args, saved)
     instance = build_job(args.job, args.sources, base=base, store=args.store)
     try:
         node = run_analyses(instance, args.analysis) if args.analysis else run_job(instance, branch=args.branch)
@@ -59,7 +67,9 @@ def _say_next(args: argparse.Namespace, instance: Any, node: Any) -> None:
     lines = [f"lenscope: finished {node}"]
     if results.is_dir():
         lines.append(f"  results  {results}/<step>/  (figures and JSON of each analysed step)")
-    lines.append(f"  look     lenscope {store}show {node}    lenscope {store}ls --lineage {node} --keys val/accuracy")
+    keys = lineage_keys(instance.store, node) if getattr(instance, "store", None) is not None else []
+    listing = f"lenscope {store}ls --lineage {node}" + (f" --keys {','.join(keys)}" if keys else "")
+    lines.append(f"  look     lenscope {store}show {node}    {listing}")
     lines.append(f"  browse   lenscope {store}ui    then open http://127.0.0.1:8765 (curves, figures over the steps)")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
@@ -75,7 +85,14 @@ def _join_cluster() -> None:
                          "process_id from a script (docs/scale.md)") from err
 
 
+# Config paths only training reads: `--analysis` (analyses instead of training) would ignore them.
+TRAINING_ONLY = ("training/steps", "training/analyses", "training/analyze", "training/remat", "optimization/",
+                 "logging/report_interval", "logging/validation_interval", "logging/analysis_interval",
+                 "logging/checkpoint_interval")
+
+
 def _check_flags(args: argparse.Namespace) -> None:
+    _check_tandem(args)
     if args.branch and not args.base:
         raise UsageError("--branch needs --base NODE (the node to branch from)")
     if args.branch and args.analysis:
@@ -86,6 +103,49 @@ def _check_flags(args: argparse.Namespace) -> None:
         other = "--base" if args.base else "--analysis"
         raise UsageError(f"--resume finds the node to resume itself; it cannot be combined with {other} "
                          "(to resume a node of your choice: --base NODE)")
+
+
+def _overrides(sources: list) -> list[tuple[str, str]]:
+    """(config path, value text) of the key=value overrides among `sources` (a.b=c spelled a/b)."""
+    pairs = [s.partition("=") for s in sources if isinstance(s, str) and "=" in s and not s.endswith((".yaml", ".yml"))]
+    return [(key.strip().replace(".", "/"), value) for key, _, value in pairs]
+
+
+def _check_tandem(args: argparse.Namespace) -> None:
+    """Refuse `--tandem` beside `--analysis` or a training/analyses override; then it becomes that source."""
+    if not args.tandem:
+        return
+    if args.analysis:
+        raise UsageError("--analysis runs analyses instead of training, --tandem runs them while training; "
+                         "give one (--tandem NAME to train and analyse at every validation)")
+    if any(path == "training/analyses" for path, _ in _overrides(args.sources)):
+        raise UsageError("--tandem sets training/analyses, which an override sets too; give the analyses one way")
+    args.sources = [*args.sources, "training/analyses=" + json.dumps(list(args.tandem))]
+
+
+def _check_ignored(args: argparse.Namespace, saved: Mapping[str, Any] | None) -> None:
+    """Refuse `--analysis` with overrides only training reads, unless they restate the `--base` node's config."""
+    given = dict(_overrides(args.sources))  # the last override of a path is the one that holds
+    ignored = [path for path, value in given.items() if path.startswith(TRAINING_ONLY)
+               and (saved is None or _saved(saved, path) != parse_value(value))]
+    if ignored:
+        command = shlex.join(["lenscope", "run", args.job, *args.sources, "--tandem", args.analysis[0]])
+        raise UsageError(f"--analysis runs analyses on the job's state instead of training, so it would ignore "
+                         f"{', '.join(ignored)}; to train and run them at every validation use --tandem NAME "
+                         f"(e.g. {command})")
+
+
+def _saved(config: Mapping[str, Any], path: str) -> Any:
+    """The value at `path` of a node's saved (nested) config, or a marker that it has none."""
+    node: Any = config
+    for part in path.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
 
 
 def _resume_base(args: argparse.Namespace) -> str:

@@ -21,7 +21,10 @@ def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.Arg
                      help="resume the latest interrupted, failed or stale run of JOB with this config "
                           "from its last checkpoint")
     run.add_argument("--analysis", action="append", default=[], metavar="NAME",
-                     help="run these registered analyses on the job's state instead of run()")
+                     help="run these registered analyses on the job's state instead of run() (no training)")
+    run.add_argument("--tandem", action="append", default=[], metavar="NAME[,key=value,...]",
+                     help="run this registered analysis in tandem with training, at every validation "
+                          "(sets training/analyses; repeat for several)")
     run.add_argument("--distributed", action="store_true",
                      help="first join this host's peers with jax.distributed.initialize() (cluster found from "
                           "SLURM, Cloud TPU, Kubernetes or MPI; docs/scale.md): one such command per host")

@@ -9,10 +9,11 @@ the same activations reads them instead of running the model again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,16 +141,26 @@ def from_parquet(content: bytes) -> Activations:
 
 
 def cached_activations(trainer: Any, sites: Sequence[str], split: str, *, positions: Sequence[int] | None = None,
-                       max_batches: int = 0) -> Activations:
-    """capture_sites(), read from (or stored as) a Parquet artifact on the trainer's node."""
+                       max_batches: int = 0, pending: list[Callable[[], Any]] | None = None) -> Activations:
+    """capture_sites(), read from (or stored as) a Parquet artifact on the trainer's node.
+
+    With `pending` a fresh capture is not stored yet: the call that stores it is appended there (a dictionary
+    job stores its activations only when it trains to the end, so a failed run leaves nothing on the model).
+    """
     store, node = trainer.store, trainer.node
     name = cache_name(node, sites, split, positions, max_batches)
     if name in store.artifact_names(node):
         return from_parquet(store.artifact(node, name).content)
     acts = capture_sites(trainer, sites, split, positions=positions, max_batches=max_batches)
     if trainer.is_writer and not store.readonly:
-        store.put_artifact(node, name, f"{name}.parquet", to_parquet(acts))
+        save = functools.partial(_store_cache, store, node, name, acts)
+        save() if pending is None else pending.append(save)
     return acts
+
+
+def _store_cache(store: Any, node: Any, name: str, acts: Activations) -> None:
+    if name not in store.artifact_names(node):  # another job may have stored the same capture meanwhile
+        store.put_artifact(node, name, f"{name}.parquet", to_parquet(acts))
 
 
 def norm_scale(x: np.ndarray) -> float:

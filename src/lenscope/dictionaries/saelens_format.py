@@ -39,8 +39,10 @@ def saelens_architecture(spec: Spec) -> str:
     for name, (base, skip) in _TRANSCODERS.items():
         if base == arch and skip == spec.skip:
             return name
-    raise UsageError(f"SAELens has no {spec.architecture} transcoder; its transcoders are "
-                     f"{', '.join(_TRANSCODERS)} (ReLU or JumpReLU): train one of those to save it in its format")
+    raise UsageError(f"SAELens has no {spec.architecture} transcoder (sae_lens 6 reads {', '.join(_TRANSCODERS)}: "
+                     "ReLU or JumpReLU); to save one in its format train it with sae/architecture=batchtopk (saved as "
+                     "the jumprelu_transcoder it is at inference), jumprelu or standard. lenscope's own graph reads "
+                     "any transcoder as it is: compute_attribution_graph,transcoders=NODE")
 
 
 def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, Any] | None = None) -> Path:

@@ -33,6 +33,7 @@ from .activations import Activations, cached_activations, norm_scale
 from .config import SaeConfig
 from .core import BATCH_TOPK, Dictionary, Spec, init_params
 from .losses import LossConfig, loss
+from .sites import check_sites
 from .stack import DICTIONARY_RULES, DictionaryStack, unscale
 
 
@@ -56,6 +57,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
                           else [*self._sources(config), source])
                 base = None
         self._model_trainer: Any = None
+        self._unsaved: list[Any] = []  # the activations captured here, stored on the model's node at the end
         super().__init__(config, base=base, store=store)
         if self.args.mesh_rules is None:  # latents over `model`, tokens over `data` (the batch's leading dim)
             self.placement = Placement(self.placement.mesh, DICTIONARY_RULES)
@@ -91,11 +93,13 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
 
     def _capture(self, split: str) -> Activations:
         sites = list(self.args.sites) + list(self.args.targets or [])
-        return cached_activations(self.model_trainer(), sites, split, positions=self.args.positions)
+        return cached_activations(self.model_trainer(), sites, split, positions=self.args.positions,
+                                  pending=self._unsaved)
 
     @cached_property
     def activations(self) -> dict[str, Activations]:
         """The train and validation activations (captured once, cached on the model's node)."""
+        check_sites(self.model_trainer(), self.args.sites, self.args.targets)
         splits = self.model_trainer().data.splits
         return {"train": self._capture(self.args.split),
                 "validation": self._capture("validation" if "validation" in splits else self.args.split)}
@@ -266,7 +270,10 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         return values
 
     def on_train_end(self) -> None:
-        """Store the feature dashboards on the last node (`sae/dashboards` latents per layer)."""
+        """Store the activations captured for this run on the model's node (for the next dictionary on them), and
+        the feature dashboards on the last node (`sae/dashboards` latents per layer)."""
+        while self._unsaved:
+            self._unsaved.pop(0)()
         if self.args.dashboards > 0 and self.args.source:
             from .dashboards import write_dashboards  # lazy: only a finished run with a model writes them
 

@@ -22,6 +22,11 @@ class TrainerConfig:
     analyze: bool = field(
         "training/analyze", default=True, help="run the declared tandem analyses at validation cadence"
     )
+    analyses: list[Any] = field(
+        "training/analyses", default=[],
+        help="registered analyses to run in tandem at validation cadence, beside the job's own: each NAME or "
+             "NAME,key=value,... as --analysis takes them (e.g. [logit_lens]); the CLI's --tandem NAME sets it",
+    )
     analyze_strict: bool = field(
         "training/analyze_strict", default=False,
         help="a failing tandem analysis stops training instead of being recorded",

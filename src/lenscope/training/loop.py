@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from ..capture.per_example import per_example
@@ -224,7 +223,10 @@ class TrainingLoop:
                     totals, count, t0 = None, 0, time.perf_counter()
                 if due(step, args.validation_interval):
                     values = self.validate()
-                    progress.show({"val_loss": values["val/loss"], "val_acc": values.get("val/accuracy", np.nan)})
+                    shown = {"val_loss": values["val/loss"]}
+                    if "val/accuracy" in values:  # not every job measures an accuracy (LMs do, dictionaries not)
+                        shown["val_acc"] = values["val/accuracy"]
+                    progress.show(shown)
                 if due(step, args.checkpoint_interval, last=step == args.steps):
                     self.save_checkpoint()
                 if step % per_epoch == 0:

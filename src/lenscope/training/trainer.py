@@ -58,6 +58,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
     CONFIG: ClassVar[type] = TrainerConfig
     ANALYSIS: ClassVar[Sequence[type]] = ()
     analysis_cfg: Any = None  # the AnalysisCfg `AnalysisCfg.apply(trainer)` attached (seed-002 API)
+    _named_tandem: tuple[type, ...] = ()  # the tandem analyses `training/analyses` names (a view has none)
     _example_batch: Mapping[str, Any] | None = None  # the batch init_state sees while the sharded init traces
 
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
@@ -77,6 +78,9 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
             known = {path for path in schema(self.CONFIG).paths() if not path.startswith("mesh/")}
             args = hydrate(self.CONFIG, _only_known(saved, known), *sources)
         self.args: C = args
+        if args.analyses:  # checked now, before anything is written: named analyses resolved by the analysis layer
+            self._named_tandem = tuple(analysis_entry("tandem_analyses")(type(self), args.analyses))
+            check_analyses(type(self), [*self.ANALYSIS, *self._named_tandem])
         self.model: M = self.build_model()
         self.model_kind = model_kind(self.model)  # linen, NNX or Equinox; a clear error otherwise
         self.schedule = self.build_schedule()
@@ -97,7 +101,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         self._initialized: TrainState | None = None
         self._found: dict[tuple, list[str]] = {}  # find()'s answers by target and argument signature
         self.bound_views: list[tuple[Any, Any]] = []  # (cfg, view) of the analyses run_analysis bound, reused
-        self._tandem = Tandem(self, self.ANALYSIS)
+        self._tandem = Tandem(self, [*self.ANALYSIS, *self._named_tandem])
         self._init_loop()
 
     def _share_construction(self, trainer: BaseTrainer) -> None:
@@ -270,7 +274,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
 
     def run_tandem(self) -> None:
         """Run the declared tandem analyses on the current state and node, if `training/analyze`."""
-        if self.args.analyze and self.ANALYSIS:
+        if self.args.analyze and (self.ANALYSIS or self._named_tandem):
             self._tandem.run(strict=self.args.analyze_strict)
 
     def run_analysis(self, *cfgs: Any) -> Mapping[str, Any]:
@@ -352,7 +356,7 @@ ANALYSIS_ENTRIES = "lenscope.analysis.running"  # the module behind run_analysis
 
 
 def analysis_entry(name: str) -> Callable[..., Any]:
-    """`run_analysis` or `execute_analysis_step` of the analysis layer.
+    """`run_analysis`, `execute_analysis_step` or `tandem_analyses` of the analysis layer.
 
     A deliberate reach upward (docs/architecture.md, "Upward reaches"): training cannot import analysis (it
     sits above), yet a trainer's `run_analysis` is part of its API (D4). The module is imported by name on

@@ -11,14 +11,21 @@ from .base import OpAnalysis, layer_output, root_label
 
 
 def activation_stats(y: jax.Array) -> dict[str, jax.Array]:
-    """Statistics of activations y [..., units]: a unit is dead when it is <= 0 for every example and position."""
+    """Statistics of activations y [..., units]: a unit is dead when it is <= 0 for every example and position.
+
+    Masked entries (the float32 minimum that masks attention scores, or any non-finite value) are left out.
+    """
     y = y.astype(jnp.float32)
     flat = y.reshape(-1, y.shape[-1])
+    kept = jnp.isfinite(flat) & (flat > jnp.finfo(jnp.float32).min)
+    count = jnp.maximum(kept.sum(), 1)
+    values = jnp.where(kept, flat, 0.0)
+    mean = values.sum() / count
     return {
-        "mean": flat.mean(),
-        "std": flat.std(),
-        "norm": jnp.linalg.norm(flat, axis=-1).mean(),
-        "dead_fraction": jnp.mean(jnp.all(flat <= 0, axis=0)),
+        "mean": mean,
+        "std": jnp.sqrt(jnp.where(kept, (flat - mean) ** 2, 0.0).sum() / count),
+        "norm": jnp.linalg.norm(values, axis=-1).mean(),
+        "dead_fraction": jnp.mean(jnp.all(jnp.where(kept, flat <= 0, True), axis=0)),
     }
 
 

@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ...capture import CaptureError, format_paths, match_paths
 from ..base import AnalysisBase
+from ..json_bytes import to_json_bytes
+from ..made_by import analysis_class, json_values, provenance
 
 
 def root_label(path: str) -> str:
     """A path as a result key: the root '' reads '(root)'."""
     return path if path else "(root)"
+
+
+MAX_LISTED = 1 << 16  # numbers of one array written out in an op's JSON; a bigger array is summarized
+
+
+def numbers(results: Any) -> Any:
+    """An op's results as JSON: arrays as nested lists (one of more than MAX_LISTED numbers as its shape, mean,
+    min and max), a 0-d array as its number, NaN and inf as None."""
+    if isinstance(results, dict):
+        return {str(key): numbers(value) for key, value in results.items()}
+    if isinstance(results, (list, tuple)):
+        return [numbers(value) for value in results]
+    if isinstance(results, (np.ndarray, np.generic, jax.Array)):
+        array = np.asarray(results)
+        if array.size > MAX_LISTED and array.dtype.kind in "biuf":
+            finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+            summary = (float(finite.mean()), float(finite.min()), float(finite.max())) if finite.size else (None,) * 3
+            return {"shape": list(array.shape), **dict(zip(("mean", "min", "max"), map(numbers, summary)))}
+        return numbers(array.tolist()) if array.ndim else numbers(array.item())
+    if isinstance(results, float) and not math.isfinite(results):
+        return None
+    return results
 
 
 def layer_output(layer: Any, inputs: Any) -> jax.Array:
@@ -40,6 +67,18 @@ class OpAnalysis(AnalysisBase):
             raise CaptureError(f"{type(self).__name__}: no discovered {' or '.join(k.__name__ for k in kinds)} call "
                                f"has {wanted}; discovered: {format_paths(paths)} (set names_filter to choose)")
         return chosen + [p for p in self.REQUIRED_PATHS if p not in chosen and p in paths]
+
+    def publish(self, results: Any) -> Path | None:
+        """The plot (a figure: NAME.pdf), and beside a figure the numbers it shows: NAME.json (artifact NAME.json),
+        its scalar leaves recorded as values `analysis/NAME/...`."""
+        path = super().publish(results)
+        if path is not None and path.suffix == ".pdf" and self.output_schema() is None:
+            plain = numbers(results)
+            self.lineage.save(path.with_suffix(".json"), f"{self.NAME}.json", to_json_bytes(plain),
+                              provenance=provenance(analysis_class(type(self))),
+                              other_class=self.args.analysis_other_class)
+            self.lineage.record(json_values(self.NAME, plain))
+        return path
 
     def by_path(self, layers: list[Any], inputs: list[Any]) -> list[tuple[str, Any, Any]]:
         """(path, layer, inputs) triples of a list selection, in selection order."""

@@ -78,31 +78,39 @@ class Attention(eqx.Module):
                  index: Array | int = 0, return_pattern: bool = False) -> Array | tuple:
         """Attend over x [b, q, d_model] (or over `cache` with x written at slot `index`).
 
-        attention_mask [b, keys] marks the keys that exist (1) and padding (0). Returns the output, with
-        the pattern when `return_pattern`, with the updated cache when a cache is given.
+        attention_mask [b, keys] marks the keys that exist (1) and padding (0). Returns the output (with the
+        pattern when `return_pattern`): the same value with a cache or without, so a patch of this module's
+        output sees one array either way; `write` gives the updated cache.
         """
         q, k, v = project_qkv(self, x)
         q, k = self._positioned(q, k, positions, positions)
         if cache is not None:
-            if k.shape[-2] != cache.k.shape[-2]:
-                raise UsageError(
-                    f"hook_attn_in was patched while generating with a key/value cache of {cache.k.shape[-2]} "
-                    f"key/value heads: a per-head input needs one key/value head per query head "
-                    f"({k.shape[-2]}); patch hook_attn_in in a forward without a cache (model(tokens)), or patch "
-                    "ln1's input (hook_resid_pre) instead")
-            start = (0, index, 0, 0)
-            k = jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), start)
-            v = jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), start)
-            cache = KV(k, v)
+            k, v = self._written(k, v, cache, index)
         q_idx = index + jnp.arange(q.shape[1])[:, None]
         k_idx = jnp.arange(k.shape[1])[None, :]
         allowed = ((k_idx <= q_idx) & self._in_window(q_idx, k_idx))[None, None]
         if attention_mask is not None:
             allowed = allowed & (attention_mask[:, None, None, :] > 0)
         y, pattern = self._attend(q, k, v, allowed)
-        if cache is not None:
-            return y, cache
         return (y, pattern) if return_pattern else y
+
+    def write(self, x: Array, positions: Array, cache: KV, index: Array | int) -> KV:
+        """The cache with the keys and values of x [b, q, d_model] (at `positions`) written at slot `index`
+        (what `__call__` attends over; under jit the projections are computed once for both)."""
+        q, k, v = project_qkv(self, x)
+        _, k = self._positioned(q, k, positions, positions)
+        return KV(*self._written(k, v, cache, index))
+
+    def _written(self, k: Array, v: Array, cache: KV, index: Array | int) -> tuple[Array, Array]:
+        if k.shape[-2] != cache.k.shape[-2]:
+            raise UsageError(
+                f"hook_attn_in was patched while generating with a key/value cache of {cache.k.shape[-2]} "
+                f"key/value heads: a per-head input needs one key/value head per query head "
+                f"({k.shape[-2]}); patch hook_attn_in in a forward without a cache (model(tokens)), or patch "
+                "ln1's input (hook_resid_pre) instead")
+        start = (0, index, 0, 0)
+        return (jax.lax.dynamic_update_slice(cache.k, k.astype(cache.k.dtype), start),
+                jax.lax.dynamic_update_slice(cache.v, v.astype(cache.v.dtype), start))
 
     def step(self, x: Array, mask: Array, context: Sequence[Array], positions: Array,
              keyed: int | None = None) -> Array:

@@ -96,13 +96,16 @@ class Block(eqx.Module):
         self.parallel = cfg.parallel
 
     def __call__(self, x: Array, attention_mask: Array | None, positions: Array, cache: KV | None = None,
-                 index: Array | int = 0) -> Array | tuple[Array, KV]:
-        """Update the residual stream x [b, s, d_model] (and the layer's cache when one is given)."""
+                 index: Array | int = 0) -> Array:
+        """Update the residual stream x [b, s, d_model] (attending over `cache`, x written at slot `index`, when
+        one is given: the output is one array either way, and `write` gives the updated cache)."""
         x = self.hook_resid_pre(x)
         attended = self.attn(attention_input(self, x), attention_mask, positions, cache, index)
-        attended, cache = attended if cache is not None else (attended, None)
-        out = self._update(x, attended)
-        return out if cache is None else (out, cache)
+        return self._update(x, attended)
+
+    def write(self, x: Array, positions: Array, cache: KV, index: Array | int) -> KV:
+        """The layer's cache with the keys and values of the rows x [b, s, d_model] written at slot `index`."""
+        return self.attn.write(attention_input(self, self.hook_resid_pre(x)), positions, cache, index)
 
     def step(self, x: Array, mask: Array, context: Array | tuple[Array, ...] | None, positions: Array,
              keyed: int | None = None) -> Array:
@@ -267,7 +270,7 @@ class Decoder(eqx.Module):
             if cache is None:
                 resid = block(resid, None, positions)
             else:
-                resid = block(resid, None, positions, _grown(cache, resid.shape[1]), cache.k.shape[1])[0]
+                resid = block(resid, None, positions, _grown(cache, resid.shape[1]), cache.k.shape[1])
         return self.unembed_fn(resid if readout is None else resid[:, -1])
 
     def block_step(self, index: int, x: Array, mask: Array, context: Array | tuple[Array, ...] | None,
@@ -282,8 +285,8 @@ class Decoder(eqx.Module):
         x = self.embed_tokens(tokens, positions)
         updated = []
         for block, cache in zip(self.blocks, caches):
-            x, cache = block(x, attention_mask, positions, cache, index)
-            updated.append(cache)
+            updated.append(block.write(x, positions, cache, index))
+            x = block(x, attention_mask, positions, cache, index)
         return self.unembed_fn(x), updated
 
 
@@ -294,10 +297,9 @@ def _grown(cache: KV, slots: int) -> KV:
 
 
 def _extend(block: Block, x: Array, positions: Array, cache: KV | None) -> KV:
-    """The cache with the keys and values of rows x [b, n, d] (at `positions`) after its slots (the block's
-    output on x is not used, and XLA drops its computation)."""
+    """The cache with the keys and values of rows x [b, n, d] (at `positions`) after its slots."""
     if cache is None:
         heads, dtype = block.attn.key.kernel.shape[-2:], jnp.result_type(x.dtype, block.attn.key.kernel.dtype)
         empty = jnp.zeros((x.shape[0], 0, *heads), dtype)
         cache = KV(empty, empty)
-    return block(x, None, positions, _grown(cache, x.shape[1]), cache.k.shape[1])[1]
+    return block.write(x, positions, _grown(cache, x.shape[1]), cache.k.shape[1])
