@@ -13,7 +13,7 @@ import numpy as np
 from ...capture import CaptureError, format_paths, match_paths
 from ..base import AnalysisBase
 from ..json_bytes import to_json_bytes
-from ..made_by import analysis_class, json_values, provenance
+from ..made_by import json_values, naming_class, provenance
 
 
 def root_label(path: str) -> str:
@@ -75,7 +75,7 @@ class OpAnalysis(AnalysisBase):
         if path is not None and path.suffix == ".pdf" and self.output_schema() is None:
             plain = numbers(results)
             self.lineage.save(path.with_suffix(".json"), f"{self.NAME}.json", to_json_bytes(plain),
-                              provenance=provenance(analysis_class(type(self))),
+                              provenance=provenance(naming_class(type(self))),
                               other_class=self.args.analysis_other_class)
             self.lineage.record(json_values(self.NAME, plain))
         return path
