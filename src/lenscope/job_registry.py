@@ -28,6 +28,10 @@ BUILTIN_JOBS = {
     "grokking/probe": "lenscope.examples.grokking_probe",
     "grokking/probe_acts": "lenscope.examples.grokking_probe",
     "grokking/sae": "lenscope.examples.grokking_sae",
+    "induction/train": "lenscope.examples.induction_analyses",
+    "induction/position_loss": "lenscope.examples.induction_analyses",
+    "induction/repeated_tokens": "lenscope.examples.induction_analyses",
+    "induction/heads": "lenscope.examples.induction_analyses",
     "lm/train": "lenscope.examples.lm",
     "lm/eval": "lenscope.examples.lm",
 }

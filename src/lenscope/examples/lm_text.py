@@ -17,12 +17,13 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["SUFFIXES", "read_texts", "token_rows"]
+__all__ = ["SUFFIXES", "read_texts", "text_files", "token_rows"]
 
 SUFFIXES = (".txt", ".jsonl", ".parquet")
 
 
-def _files(path: str | Path) -> list[Path]:
+def text_files(path: str | Path) -> list[Path]:
+    """The text files `data/text` names: the file itself, or a folder's files with a known suffix, sorted."""
     root = Path(path).expanduser()
     if root.is_dir():
         files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES)
@@ -52,7 +53,7 @@ def _column(rows: Sequence[Any], key: str, where: Path) -> list[str]:
 def read_texts(path: str | Path, key: str = "text") -> list[str]:
     """The documents of a file or folder: a .txt file's non-empty lines, a .jsonl or .parquet column `key`."""
     texts: list[str] = []
-    for file in _files(path):
+    for file in text_files(path):
         if file.suffix == ".txt":
             texts += [line for line in file.read_text().splitlines() if line.strip()]
         elif file.suffix == ".jsonl":
