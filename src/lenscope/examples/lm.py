@@ -85,7 +85,18 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         if a.pretrained:
             raise ConfigError(f"model/pretrained={a.pretrained} and model/family={a.family} are both set: "
                               "give model/pretrained to fine-tune a checkpoint, or model/family to train from scratch")
+        if self.base is not None:
+            self._check_corpus()
         return scratch_model(a, self.tokenized, a.seq_len)
+
+    def _check_corpus(self) -> None:
+        """ConfigError when `base` was trained on other text than data/text gives now (its tokenizer would differ)."""
+        saved = (self.store.config(self.base) or {}).get("data", {}).get("corpus", {}).get("sha256")
+        if saved and saved != self.corpus.sha256:
+            raise ConfigError(f"node {self.base} was trained on a corpus with SHA-256 {saved[:12]}..., but "
+                              f"data/text={self.args.text} gives {self.corpus.sha256[:12]}... here (the stdlib "
+                              "differs between Python versions): the tokenizer trained on it would not be the "
+                              "model's; run on the same text (and Python version)")
 
     @cached_property
     def corpus(self) -> Corpus:

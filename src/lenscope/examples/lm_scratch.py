@@ -4,8 +4,9 @@
 config.json a Hugging Face folder of that family would hold, reads it with the same config map as a checkpoint
 (`decoder_config`), and draws the weights (`random_decoder`: N(0, init_std), the writes into the residual
 stream scaled by 1/sqrt(2 n_layers) as GPT-2 does). The parameters therefore carry the family's leaf names and
-the checkpoint exports to that family's Hugging Face layout. `model/attn_only=true` drops the MLPs (d_mlp 0: no
-longer a Hugging Face architecture).
+the checkpoint exports to that family's Hugging Face layout. `model/attn_only=true` zeroes the MLPs for good (one hidden
+unit, weights 0, no biases: its gradients are 0 too), an attention-only model as in Olsson et al. (not a
+Hugging Face architecture).
 """
 
 from __future__ import annotations
@@ -89,14 +90,24 @@ def _scaled(model: Decoder, n_layers: int) -> Decoder:
     return model
 
 
+def _without_mlps(model: Decoder) -> Decoder:
+    """Every MLP zero: one hidden unit, all weights 0 and no biases, so its output and all its gradients are 0 and
+    AdamW keeps it 0 (an attention-only model in the decoder's one block layout)."""
+    weights = lambda m: [d.kernel for b in m.blocks for d in (b.mlp.fc_in, b.mlp.gate, b.mlp.fc_out)  # noqa: E731
+                         if d is not None]
+    return eqx.tree_at(weights, model, [jnp.zeros_like(w) for w in weights(model)])
+
+
 def scratch_model(args: Any, tokenized: Tokenized, n_positions: int) -> Pretrained:
     """A freshly initialized decoder of `model/family` with the corpus's tokenizer, as a loaded checkpoint reads."""
     backend = tokenized.tokenizer()
     raw = hf_config(args, backend.get_vocab_size(), n_positions)
     cfg = decoder_config(raw)
     if args.attn_only:
-        cfg = cfg.replace(d_mlp=0, mlp_bias=False)
+        cfg = cfg.replace(d_mlp=1, mlp_bias=False)
     model = _scaled(random_decoder(cfg, seed=args.seed, std=args.init_std), cfg.n_layers)
+    if args.attn_only:
+        model = _without_mlps(model)
     tokenizer = Tokenizer(backend, eos_token_id=EOS, pad_token_id=EOS)
     return Pretrained(model, cfg, tokenizer, Path(f"({args.family} from scratch)"), raw)
 
