@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from lenscope.errors import ConfigError
-from lenscope.examples.induction_scores import (icl_windows, in_context_score, position_losses, prefix_matching,
-                                                previous_token, repeated_halves, repeated_tokens)
+from lenscope.examples.induction_scores import (
+    icl_windows,
+    in_context_score,
+    position_losses,
+    prefix_matching,
+    previous_token,
+    repeated_halves,
+    repeated_tokens,
+)
 from lenscope.examples.lm_corpus import EOS, STDLIB, is_validation, read_corpus, stdlib_files, tokenize
 from lenscope.examples.lm_scratch import hf_config, scratch_model, scratch_rows
 from lenscope.models.pretrained import decoder_config
@@ -87,7 +94,7 @@ class Args:
     family, n_layers, d_model, n_heads, d_mlp, attn_only, init_std, seed = "gpt2", 2, 32, 4, 0, False, 0.02, 0
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "gpt_neox", "llama"])
 def test_scratch_decoder_has_the_family_layout(tmp_path, family):
     args = Args()
     args.family = family

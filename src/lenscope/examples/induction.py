@@ -43,7 +43,7 @@ class InductionConfig(LmConfig, InductionAnalysisConfig):
 
     control_layers: int = field("induction/control_layers", default=1, ge=0,
                                 help="blocks of the control model trained after the main one; 0: no control")
-    family: Literal["gpt2", "llama"] | None = field("model/family", default="gpt2",
+    family: Literal["gpt2", "gpt_neox", "llama"] | None = field("model/family", default="gpt2",
                                                     help="the decoder family trained from scratch")
     text: str | None = field("data/text", default="stdlib",
                              help="'stdlib' (this interpreter's standard-library sources) or local text files")
@@ -89,9 +89,9 @@ class InductionTrainer(LmTrainer):
         control = type(self)(args, store=self.store)
         try:
             control.setup()
-            control.lineage.record({"induction/role": "control", "induction/main": str(self.node)})
             log.warning("%s: training the %d-layer control", self.node, args.n_layers)
             control.run()
+            control.lineage.record({"induction/role": "control", "induction/main": str(self.node)})
         except BaseException as err:
             control.finish(err)
             raise

@@ -3,9 +3,9 @@ and `lm/eval` (loss and perplexity).
 
 `model/pretrained=PATH` names a local Hugging Face folder (or a repo id in the local HF cache) and
 `data/text=PATH` local text; every analysis, op and intervention then runs on the pretrained model, on a
-checkpoint (`--base`) or in tandem with fine-tuning, like on any other trainer's model. `model/family=gpt2|llama`
-instead builds a fresh decoder from `model/*` sizes with a BPE trained on the text (`lm_scratch`, `lm_corpus`;
-`data/text=stdlib` is the interpreter's standard library).
+checkpoint (`--base`) or in tandem with fine-tuning, like on any other trainer's model.
+`model/family=gpt2|gpt_neox|llama` instead builds a fresh decoder from `model/*` sizes with a BPE trained on the
+text (`lm_scratch`, `lm_corpus`; `data/text=stdlib` is the interpreter's standard library).
 """
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ class LmConfig(TrainerConfig, PretrainedConfig, ScratchConfig):
     validation_interval: int = field("logging/validation_interval", default=50)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=100)
 
+    def __post_init__(self) -> None:
+        """Refuse model/pretrained with model/family when the config is built, before any store is opened."""
+        super().__post_init__()
+        if self.family is not None and self.pretrained:
+            raise ConfigError(f"model/pretrained={self.pretrained} and model/family={self.family} are both set: "
+                              "give model/pretrained to fine-tune a checkpoint, or model/family to train from "
+                              "scratch")
+
 
 def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(mean next-token cross-entropy, accuracy) over the positions where `mask` is 1."""
@@ -82,9 +90,6 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         a = self.args
         if a.family is None:
             return super().pretrained
-        if a.pretrained:
-            raise ConfigError(f"model/pretrained={a.pretrained} and model/family={a.family} are both set: "
-                              "give model/pretrained to fine-tune a checkpoint, or model/family to train from scratch")
         if self.base is not None:
             self._check_corpus()
         return scratch_model(a, self.tokenized, a.seq_len)

@@ -1,6 +1,6 @@
 """Language models trained from scratch: a decoder family built from a config, its BPE trained on the corpus.
 
-`model/family=gpt2|llama` (with `model/n_layers`, `model/d_model`, `model/n_heads`, `model/d_mlp`) makes the
+`model/family=gpt2|gpt_neox|llama` (with `model/n_layers`, `model/d_model`, `model/n_heads`, `model/d_mlp`) makes the
 config.json a Hugging Face folder of that family would hold, reads it with the same config map as a checkpoint
 (`decoder_config`), and draws the weights (`random_decoder`: N(0, init_std), the writes into the residual
 stream scaled by 1/sqrt(2 n_layers) as GPT-2 does). The parameters therefore carry the family's leaf names and
@@ -30,14 +30,14 @@ from .lm_corpus import EOS, Tokenized
 __all__ = ["FAMILIES", "ScratchConfig", "hf_config", "scratch_model", "scratch_optimizer", "scratch_rows",
            "scratch_schedule"]
 
-FAMILIES = ("gpt2", "llama")
+FAMILIES = ("gpt2", "gpt_neox", "llama")
 
 
 @dataclass
 class ScratchConfig:
     """A decoder built from a config (`model/family`) instead of loaded, its tokenizer, data variant and schedule."""
 
-    family: Literal["gpt2", "llama"] | None = field(
+    family: Literal["gpt2", "gpt_neox", "llama"] | None = field(
         "model/family", default=None,
         help="train this decoder family from scratch (instead of model/pretrained); its tokenizer, a byte-level "
              "BPE of data/vocab_size tokens, is trained on the training split of data/text")
@@ -72,6 +72,11 @@ def hf_config(args: Any, vocab_size: int, n_positions: int) -> dict[str, Any]:
         return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": args.d_model,
                 "n_layer": args.n_layers, "n_head": args.n_heads, "n_inner": d_mlp, "n_positions": n_positions,
                 "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, **common}
+    if args.family == "gpt_neox":  # GPT-2's block (LayerNorm, GELU, sequential) with rotary positions
+        return {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "hidden_size": args.d_model,
+                "num_hidden_layers": args.n_layers, "num_attention_heads": args.n_heads, "intermediate_size": d_mlp,
+                "hidden_act": "gelu", "layer_norm_eps": 1e-5, "use_parallel_residual": False, "rotary_pct": 1.0,
+                "rotary_emb_base": 10000, "max_position_embeddings": n_positions, "attention_bias": True, **common}
     if args.family == "llama":
         return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": args.d_model,
                 "num_hidden_layers": args.n_layers, "num_attention_heads": args.n_heads,
