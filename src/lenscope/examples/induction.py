@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..config import field
+from ..errors import ConfigError
 from ..job_registry import job
 from ..store import Node
 from .lm import LmConfig, LmTrainer
@@ -66,6 +67,14 @@ class InductionConfig(LmConfig, InductionAnalysisConfig):
     validation_interval: int = field("logging/validation_interval", default=100)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=1000)
     eval_batches: int = field("logging/eval_batches", default=8)
+
+    def __post_init__(self) -> None:
+        """Refuse repeated sequences longer than a row when the config is built, before anything is written."""
+        super().__post_init__()
+        if 2 * self.repeat_len + 1 > self.seq_len:
+            raise ConfigError(f"analysis/repeat_len={self.repeat_len}: a sequence of 2 x {self.repeat_len} + 1 tokens "
+                              f"exceeds data/seq_len={self.seq_len}; give analysis/repeat_len <= "
+                              f"{(self.seq_len - 1) // 2} or a longer data/seq_len")
 
 
 @job("induction/train")

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..analysis import AnalysisBase
 from ..analysis.made_by import json_values
-from ..errors import ConfigError
 from ..job_registry import job
 from ..models.pretrained import Decoder
 from .induction import InductionConfig, InductionTrainer
@@ -64,11 +63,6 @@ class InductionView(AnalysisBase[InductionConfig, Decoder], InductionTrainer):
     def repeated_batch(self) -> dict[str, jax.Array]:
         """`analysis/repeat_rows` sequences of `analysis/repeat_len` random tokens repeated, fixed by the seed."""
         a = self.args
-        width = 2 * a.repeat_len + 1
-        if width > a.seq_len:
-            raise ConfigError(f"analysis/repeat_len={a.repeat_len}: a sequence of 2 x {a.repeat_len} + 1 = {width} "
-                              f"tokens exceeds data/seq_len={a.seq_len}; give analysis/repeat_len <= "
-                              f"{(a.seq_len - 1) // 2}")
         vocab = self.pretrained.config.vocab_size
         return self.placement.place_batch({"inputs": repeated_tokens(a.repeat_rows, a.repeat_len, vocab, a.seed)})
 

@@ -46,7 +46,8 @@ class ScratchConfig:
     n_heads: int = field("model/n_heads", default=4, ge=1, help="attention heads per block (d_model / n_heads each)")
     d_mlp: int = field("model/d_mlp", default=0, ge=0, help="MLP hidden width; 0: 4 x d_model")
     attn_only: bool = field("model/attn_only", default=False,
-                            help="no MLPs (an attention-only model; not a Hugging Face architecture)")
+                            help="MLPs that are zero and stay zero: an attention-only model (not a Hugging Face "
+                                 "architecture)")
     init_std: float = field("model/init_std", default=0.02, gt=0, help="standard deviation of the initial weights")
     vocab_size: int = field("data/vocab_size", default=1024, ge=258,
                             help="tokens of the BPE trained for a model/family model (256 bytes and <|endoftext|> "
