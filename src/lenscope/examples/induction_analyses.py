@@ -127,8 +127,8 @@ class RepeatedTokens(InductionView):
 
     def plot(self, results: Mapping[str, Any]) -> Any:
         """The loss against the position: flat on copy 1, down on copy 2 once induction works."""
-        return self.line(None, {"loss": results["loss"]}, xlabel="token position (copy 2 starts at "
-                         f"{self.args.repeat_len + 1})", ylabel="loss (nats)",
+        return self.line(None, {"loss": results["loss"]}, xlabel="position t (predicting token t + 1; copy 2 "
+                         f"starts at token {self.args.repeat_len + 1})", ylabel="loss (nats)",
                          title=f"Repeated random tokens at {self.node} (copy 2: {float(results['repeated']):.2f})")
 
 
@@ -161,7 +161,7 @@ class InductionHeads(InductionView):
         return out
 
     def plot(self, results: Mapping[str, Any]) -> Any:
-        """Two heatmaps, block by head: the prefix-matching and previous-token scores (one colour scale, 0..1)."""
+        """Two heatmaps, block by head: the prefix-matching and previous-token scores (one shared colour scale)."""
         prefix, previous = np.asarray(results["prefix"]), np.asarray(results["previous"])
         heads = [f"H{h}" for h in range(prefix.shape[1])]
         blocks = [f"L{b}" for b in range(prefix.shape[0])]
