@@ -148,7 +148,8 @@ def _train(texts: list[str], vocab_size: int) -> Any:
 
 
 def _stream(tokenizer: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    ids = [e.ids for start in range(0, len(texts), 64)  # in chunks: an Encoding holds far more than its ids
+           for e in tokenizer.encode_batch(texts[start:start + 64])]
     lengths = np.asarray([len(i) + 1 for i in ids], np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     stream = np.fromiter((t for doc in ids for t in (*doc, EOS)), np.int32, int(starts[-1]))
