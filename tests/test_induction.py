@@ -147,7 +147,8 @@ def test_position_losses_and_icl_score():
     tokens = jnp.asarray([[0, 1, 2]])
     logits = jnp.log(jnp.asarray([[[0.5, 0.5, 0.0], [0.25, 0.25, 0.5], [1 / 3, 1 / 3, 1 / 3]]]) + 1e-30)
     np.testing.assert_allclose(position_losses(logits, tokens), [[np.log(2), np.log(2)]], rtol=1e-5)
-    assert icl_windows(256) == (slice(32, 48), slice(240, 256))       # the sweep's windows at its context
+    assert icl_windows(128) == (slice(8, 24), slice(112, 128))        # the sweep's windows at its context
+    assert icl_windows(23) == (slice(1, 3), slice(21, 23))
     per_position = jnp.concatenate([jnp.full(128, 3.0), jnp.full(128, 2.0)])
     assert float(in_context_score(per_position)) == pytest.approx(-1.0)
 

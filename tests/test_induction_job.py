@@ -121,5 +121,5 @@ def test_pretrained_and_family_together_are_refused_before_anything_is_written(t
 def test_repeated_sequences_longer_than_a_row_are_refused_before_anything_is_written(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "induction/train", "data/seq_len=64",
                            f"store/url={tmp_path / 'runs'}"], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 2 and "analysis/repeat_len=64" in done.stderr and "<= 31" in done.stderr
+    assert done.returncode == 2 and "analysis/repeat_len=64" in done.stderr and "<= 32" in done.stderr
     assert not (tmp_path / "runs").exists()

@@ -78,8 +78,10 @@ class PositionLoss(InductionView):
         return [""]
 
     def analysis_batch(self) -> dict[str, jax.Array]:
-        """The first `analysis/text_rows` validation rows (the same rows at every step)."""
-        rows = self.data.splits["validation"]["inputs"][: self.args.text_rows]
+        """The first `analysis/text_rows` validation rows, whole (inputs and the last target: data/seq_len + 1
+        tokens, so every position's next token is in the row), the same rows at every step."""
+        split = self.data.splits["validation"]
+        rows = np.concatenate([split["inputs"], split["targets"][:, -1:]], axis=1)[: self.args.text_rows]
         return self.placement.place_batch({"inputs": rows})
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, jax.Array]:

@@ -23,11 +23,11 @@ def position_losses(logits: jax.Array, tokens: jax.Array) -> jax.Array:
 
 
 def icl_windows(positions: int) -> tuple[slice, slice]:
-    """(early, late) windows of `positions` loss positions: [T/8, T/8 + T/16) and the last T/16, with T rounded up
-    to a multiple of 16 (for T = 256: [32, 48) and [240, 256), Olsson's loss at token 500 minus at token 50, scaled)."""
-    span = -(-positions // 16)
-    width = max(1, span)
-    return slice(2 * span, 2 * span + width), slice(positions - width, positions)
+    """(early, late) windows of `positions` loss positions T, each min(16, T/8) wide: from T/16, and the last ones
+    (T = 128: [8, 24) and [112, 128); Olsson's loss at token 500 minus at token 50, scaled to a short context)."""
+    width = max(1, min(16, positions // 8))
+    start = positions // 16
+    return slice(start, start + width), slice(positions - width, positions)
 
 
 def in_context_score(per_position: jax.Array) -> jax.Array:

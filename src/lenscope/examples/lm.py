@@ -92,7 +92,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
             return super().pretrained
         if self.base is not None:
             self._check_corpus()
-        return scratch_model(a, self.tokenized, a.seq_len)
+        return scratch_model(a, self.tokenized, a.seq_len + 1)  # a whole row fits: inputs and the last target
 
     def _check_corpus(self) -> None:
         """ConfigError when `base` was trained on other text than data/text gives now (its tokenizer would differ)."""

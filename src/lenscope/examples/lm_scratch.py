@@ -76,7 +76,7 @@ def hf_config(args: Any, vocab_size: int, n_positions: int) -> dict[str, Any]:
     if args.family == "gpt_neox":  # GPT-2's block (LayerNorm, GELU, sequential) with rotary positions
         return {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "hidden_size": args.d_model,
                 "num_hidden_layers": args.n_layers, "num_attention_heads": args.n_heads, "intermediate_size": d_mlp,
-                "hidden_act": "gelu", "layer_norm_eps": 1e-5, "use_parallel_residual": False, "rotary_pct": 1.0,
+                "hidden_act": "gelu_new", "layer_norm_eps": 1e-5, "use_parallel_residual": False, "rotary_pct": 1.0,
                 "rotary_emb_base": 10000, "max_position_embeddings": n_positions, "attention_bias": True, **common}
     if args.family == "llama":
         return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": args.d_model,
