@@ -31,7 +31,7 @@ from ..training.phase import Phase, session
 from ..training.pretrained import PretrainedConfig, PretrainedModel
 from .lm_corpus import Corpus, Tokenized, read_corpus, tokenize
 from .lm_scratch import ScratchConfig, scratch_model, scratch_optimizer, scratch_rows, scratch_schedule
-from .lm_text import read_texts, token_rows
+from .lm_text import token_rows
 
 __all__ = ["LmConfig", "LmEval", "LmTrainer", "token_loss"]
 
@@ -134,8 +134,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         tokenizer = self.pretrained.tokenizer
         if tokenizer is None:
             raise ConfigError(f"{self.pretrained.path} has no tokenizer.json, which LM jobs read text with")
-        texts = read_texts(a.text, a.text_key)
-        texts = texts[: a.max_documents] if a.max_documents else texts
+        texts = self.corpus.texts  # data/text's documents (or the standard library's files), max_documents applied
         documents = [tokenizer.encode(t) for t in texts]
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
         rows = token_rows(documents, a.seq_len, a.packing, eos=eos, pad=tokenizer.pad_token_id)

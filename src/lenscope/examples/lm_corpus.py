@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..files import atomic_path, write_atomic
-from .lm_text import read_texts, text_files
+from .lm_text import read_file, text_files
 
 __all__ = ["EOS", "STDLIB", "Corpus", "Tokenized", "is_validation", "read_corpus", "stdlib_files", "tokenize",
            "tokenizers_module"]
@@ -113,9 +113,11 @@ def read_corpus(text: str, key: str = "text", max_documents: int = 0) -> Corpus:
         for path in paths:
             label = path.relative_to(base).as_posix() if base.is_dir() else path.name
             files.append(label)
-            for i, doc in enumerate(read_texts(path, key)):
+            for i, doc in enumerate(read_file(path, key)):
                 names.append(f"{label}#{i}")
                 texts.append(doc)
+        if not texts:
+            raise ConfigError(f"data/text={text!r} holds no text")
         corpus = Corpus(str(text), names, texts, files)
     if max_documents:
         corpus = Corpus(corpus.source, corpus.names[:max_documents], corpus.texts[:max_documents],

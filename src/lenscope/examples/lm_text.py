@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["SUFFIXES", "read_texts", "text_files", "token_rows"]
+__all__ = ["SUFFIXES", "read_file", "read_texts", "text_files", "token_rows"]
 
 SUFFIXES = (".txt", ".jsonl", ".parquet")
 
@@ -50,21 +50,22 @@ def _column(rows: Sequence[Any], key: str, where: Path) -> list[str]:
     return texts
 
 
+def read_file(file: Path, key: str = "text") -> list[str]:
+    """The documents of one file: a .txt file's non-empty lines, a .jsonl or .parquet column `key` (maybe none)."""
+    if file.suffix == ".txt":
+        return [line for line in file.read_text().splitlines() if line.strip()]
+    if file.suffix == ".jsonl":
+        return _column([json.loads(line) for line in file.read_text().splitlines() if line.strip()], key, file)
+    import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only parquet input needs it
+    table = pq.read_table(file)
+    if key not in table.column_names:
+        raise ConfigError(f"{file} has no column {key!r} (data/text_key); columns: {', '.join(table.column_names)}")
+    return _column([{key: v} for v in table.column(key).to_pylist()], key, file)
+
+
 def read_texts(path: str | Path, key: str = "text") -> list[str]:
-    """The documents of a file or folder: a .txt file's non-empty lines, a .jsonl or .parquet column `key`."""
-    texts: list[str] = []
-    for file in text_files(path):
-        if file.suffix == ".txt":
-            texts += [line for line in file.read_text().splitlines() if line.strip()]
-        elif file.suffix == ".jsonl":
-            texts += _column([json.loads(line) for line in file.read_text().splitlines() if line.strip()], key, file)
-        else:
-            import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only parquet input needs it
-            table = pq.read_table(file)
-            if key not in table.column_names:
-                raise ConfigError(f"{file} has no column {key!r} (data/text_key); columns: "
-                                  f"{', '.join(table.column_names)}")
-            texts += _column([{key: v} for v in table.column(key).to_pylist()], key, file)
+    """The documents of a file or folder (`read_file` of each); ConfigError when there are none."""
+    texts = [text for file in text_files(path) for text in read_file(file, key)]
     if not texts:
         raise ConfigError(f"data/text={str(path)!r} holds no text")
     return texts
