@@ -80,7 +80,7 @@ def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[
 
 @job("lm/train")
 class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
-    """Fine-tune a pretrained decoder on local text with next-token cross-entropy (AdamW)."""
+    """Fine-tune a pretrained decoder (model/pretrained) or train one from scratch (model/family) on local text."""
 
     CONFIG = LmConfig
 
