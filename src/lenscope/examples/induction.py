@@ -11,7 +11,7 @@ See docs/induction.md.
 from __future__ import annotations
 
 import dataclasses
-import logging
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,9 +22,6 @@ from ..store import Node
 from .lm import LmConfig, LmTrainer
 
 __all__ = ["InductionAnalysisConfig", "InductionConfig", "InductionTrainer"]
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class InductionAnalysisConfig:
@@ -98,7 +95,8 @@ class InductionTrainer(LmTrainer):
         control = type(self)(args, store=self.store)
         try:
             control.setup()
-            log.warning("%s: training the %d-layer control", self.node, args.n_layers)
+            print(f"lenscope: {self.node} done; training the {args.n_layers}-layer control", file=sys.stderr,
+                  flush=True)
             control.run()
             control.lineage.record({"induction/role": "control", "induction/main": str(self.node)})
         except BaseException as err:
