@@ -95,7 +95,7 @@ class InductionTrainer(LmTrainer):
         control = type(self)(args, store=self.store)
         try:
             control.setup()
-            print(f"lenscope: {self.node} done; training the {args.n_layers}-layer control", file=sys.stderr,
+            print(f"lenscope: {self.node} trained; now the {args.n_layers}-layer control", file=sys.stderr,
                   flush=True)
             control.run()
             control.lineage.record({"induction/role": "control", "induction/main": str(self.node)})
