@@ -141,6 +141,8 @@ def test_scratch_rows_pack_and_repeat():
     for row in full:                                                    # second half: an earlier span of the text
         first, second = row[:5], row[5:]
         assert np.all(np.diff(first) == 1) and np.all(np.diff(second) == 1) and second[0] <= first[0]
+    halves = scratch_rows(stream, starts, 9, repeat_fraction=1.0, seed=3, mode="half")["inputs"]
+    assert (halves[:, :4] == halves[:, 5:9]).all()                     # the row's first half, then again
 
 
 def test_position_losses_and_icl_score():

@@ -56,6 +56,10 @@ class ScratchConfig:
         "data/repeat_fraction", default=0.0, ge=0, le=1,
         help="share of training rows whose second half repeats an earlier span of the same document (a variant "
              "of the corpus; 0: the plain text)")
+    repeat_mode: Literal["span", "half"] = field(
+        "data/repeat_mode", default="span",
+        help="with data/repeat_fraction: span (the second half repeats an earlier span of the document) or half "
+             "(the row's first half, then the same text again)")
     schedule: Literal["constant", "cosine"] = field(
         "optimization/schedule", default="constant",
         help="after the warmup: constant, or cosine decay to 10% of optimization/lr at training/steps")
@@ -118,8 +122,10 @@ def scratch_model(args: Any, tokenized: Tokenized, n_positions: int) -> Pretrain
     return Pretrained(model, cfg, tokenizer, Path(f"({args.family} from scratch)"), raw)
 
 
-def _repeating_row(stream: np.ndarray, starts: np.ndarray, width: int, rng: np.random.Generator) -> np.ndarray | None:
-    """A row whose second half repeats an earlier span of one document (None: the drawn document is too short)."""
+def _repeating_row(stream: np.ndarray, starts: np.ndarray, width: int, rng: np.random.Generator,
+                   mode: str = "span") -> np.ndarray | None:
+    """A row whose second half repeats an earlier span of one document, or (`half`) its own first half again
+    (None: the drawn document is too short)."""
     doc = int(rng.integers(len(starts) - 1))
     a, b = int(starts[doc]), int(starts[doc + 1])
     half = width // 2
@@ -128,14 +134,16 @@ def _repeating_row(stream: np.ndarray, starts: np.ndarray, width: int, rng: np.r
     lo = int(rng.integers(a, b - half))
     src = int(rng.integers(a, lo + 1))
     first = stream[lo:lo + half]
+    if mode == "half":
+        return np.concatenate([first, stream[lo:lo + width - half]])
     second = stream[src:src + width - half] if src < lo else first[: width - half]
     return np.concatenate([first, second]) if len(second) == width - half else None
 
 
 def scratch_rows(stream: np.ndarray, starts: np.ndarray, seq_len: int, repeat_fraction: float = 0.0,
-                 seed: int = 0) -> dict[str, np.ndarray]:
+                 seed: int = 0, mode: str = "span") -> dict[str, np.ndarray]:
     """Packed rows of seq_len + 1 tokens of one split's stream; with `repeat_fraction`, that share of the rows
-    (drawn from `seed`) replaced by rows whose second half repeats an earlier span of their document."""
+    (drawn from `seed`) replaced by rows whose second half repeats text of their document (`_repeating_row`)."""
     width = seq_len + 1
     count = len(stream) // width
     if count == 0:
@@ -144,7 +152,7 @@ def scratch_rows(stream: np.ndarray, starts: np.ndarray, seq_len: int, repeat_fr
     if repeat_fraction > 0:
         rng = np.random.default_rng([seed, 1])
         for i in np.flatnonzero(rng.random(count) < repeat_fraction):
-            row = _repeating_row(stream, starts, width, rng)
+            row = _repeating_row(stream, starts, width, rng, mode)
             if row is not None:
                 rows[i] = row
     ones = np.ones((count, seq_len), np.int32)
