@@ -1,8 +1,11 @@
-"""Language-model jobs on a pretrained checkpoint: `lm/train` (fine-tune) and `lm/eval` (loss and perplexity).
+"""Language-model jobs: `lm/train` (fine-tune a pretrained checkpoint, or train a decoder family from scratch)
+and `lm/eval` (loss and perplexity).
 
 `model/pretrained=PATH` names a local Hugging Face folder (or a repo id in the local HF cache) and
 `data/text=PATH` local text; every analysis, op and intervention then runs on the pretrained model, on a
 checkpoint (`--base`) or in tandem with fine-tuning, like on any other trainer's model.
+`model/family=gpt2|gpt_neox|llama` instead builds a fresh decoder from `model/*` sizes with a BPE trained on the
+text (`lm_scratch`, `lm_corpus`; `data/text=stdlib` is the interpreter's standard library).
 """
 
 from __future__ import annotations
@@ -10,36 +13,44 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from ..config import field
+from ..config import field, to_dict
 from ..errors import ConfigError
 from ..job_registry import job
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
+from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
 from ..training.pretrained import PretrainedConfig, PretrainedModel
-from .lm_text import read_texts, token_rows
+from .lm_corpus import Corpus, Tokenized, read_corpus, tokenize
+from .lm_scratch import ScratchConfig, scratch_model, scratch_optimizer, scratch_rows, scratch_schedule
+from .lm_text import token_rows
 
 __all__ = ["LmConfig", "LmEval", "LmTrainer", "token_loss"]
 
 
 @dataclass
-class LmConfig(TrainerConfig, PretrainedConfig):
-    """The checkpoint (`model/pretrained`, required), its weight processing, and the local text of an LM job."""
+class LmConfig(TrainerConfig, PretrainedConfig, ScratchConfig):
+    """The checkpoint (`model/pretrained`) or a family to train from scratch (`model/family`), and the local text."""
 
-    text: str | None = field("data/text", default=None, help="a .txt, .jsonl or .parquet file or a folder of them")
+    text: str | None = field("data/text", default=None,
+                             help="a .txt, .jsonl or .parquet file or a folder of them; with model/family also "
+                                  "'stdlib': this interpreter's standard-library sources")
     text_key: str = field("data/text_key", default="text", help="the field holding the text in .jsonl/.parquet")
     seq_len: int = field("data/seq_len", default=128, gt=0, help="tokens per example")
     packing: Literal["packed", "padded"] = field("data/packing", default="packed",
                                                  help="packed: documents joined and cut into full rows; padded: "
                                                       "one document per row")
     validation_fraction: float = field("data/validation_fraction", default=0.1, ge=0, lt=1,
-                                       help="the last fraction of rows held out for validation")
+                                       help="held out for validation: the last fraction of rows (model/pretrained), "
+                                            "or of the documents by a hash of their names (model/family)")
     max_documents: int = field("data/max_documents", default=0, ge=0, help="read at most this many documents; 0: all")
     steps: int = field("training/steps", default=100)
     batch_size: int = field("training/batch_size", default=8)
@@ -49,6 +60,14 @@ class LmConfig(TrainerConfig, PretrainedConfig):
                              "(jax.checkpoint): less memory for long rows and big batches, about a third more compute")
     validation_interval: int = field("logging/validation_interval", default=50)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=100)
+
+    def __post_init__(self) -> None:
+        """Refuse model/pretrained with model/family when the config is built, before any store is opened."""
+        super().__post_init__()
+        if self.family is not None and self.pretrained:
+            raise ConfigError(f"model/pretrained={self.pretrained} and model/family={self.family} are both set: "
+                              "give model/pretrained to fine-tune a checkpoint, or model/family to train from "
+                              "scratch")
 
 
 def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -61,20 +80,61 @@ def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[
 
 @job("lm/train")
 class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
-    """Fine-tune a pretrained decoder on local text with next-token cross-entropy (AdamW)."""
+    """Fine-tune a pretrained decoder (model/pretrained) or train one from scratch (model/family) on local text."""
 
     CONFIG = LmConfig
 
-    def build_data(self) -> ArrayData:
-        """Local text tokenized into `inputs`/`targets` rows; the last validation_fraction held out."""
+    @cached_property
+    def pretrained(self) -> Any:
+        """The checkpoint of `model/pretrained`, or a fresh decoder of `model/family` with the corpus's tokenizer."""
         a = self.args
+        if a.family is None:
+            return super().pretrained
+        if self.base is not None:
+            self._check_corpus()
+        return scratch_model(a, self.tokenized, a.seq_len + 1)  # a whole row fits: inputs and the last target
+
+    def _check_corpus(self) -> None:
+        """ConfigError when `base` was trained on other text than data/text gives now (its tokenizer would differ)."""
+        saved = (self.store.config(self.base) or {}).get("data", {}).get("corpus", {}).get("sha256")
+        if saved and saved != self.corpus.sha256:
+            raise ConfigError(f"node {self.base} was trained on a corpus with SHA-256 {saved[:12]}..., but "
+                              f"data/text={self.args.text} gives {self.corpus.sha256[:12]}... here (the stdlib "
+                              "differs between Python versions): the tokenizer trained on it would not be the "
+                              "model's; run on the same text (and Python version)")
+
+    @cached_property
+    def corpus(self) -> Corpus:
+        """The documents of `data/text` (a model/family job's; `stdlib` is the standard library)."""
+        if not self.args.text:
+            raise ConfigError("data/text is required: 'stdlib', or a .txt, .jsonl or .parquet file or a folder of them")
+        return read_corpus(self.args.text, self.args.text_key, self.args.max_documents)
+
+    @cached_property
+    def tokenized(self) -> Tokenized:
+        """The BPE trained on the corpus's training split and both splits' token streams, cached beside the store."""
+        a = self.args
+        return tokenize(self.corpus, a.vocab_size, a.validation_fraction, Path(self.store.root) / "cache" / "corpus")
+
+    def build_schedule(self) -> Any:
+        """Warmup, then constant or cosine (`optimization/schedule`)."""
+        return scratch_schedule(self.args)
+
+    def build_optimizer(self) -> Any:
+        """AdamW, weight decay on matrices only, gradients clipped to `optimization/clip` when set."""
+        return scratch_optimizer(self.args, self.schedule)
+
+    def build_data(self) -> ArrayData:
+        """Local text tokenized into `inputs`/`targets` rows; validation_fraction held out."""
+        a = self.args
+        if a.family is not None:
+            return self._scratch_data()
         if not a.text:
             raise ConfigError("data/text is required: a .txt, .jsonl or .parquet file or a folder of them")
         tokenizer = self.pretrained.tokenizer
         if tokenizer is None:
             raise ConfigError(f"{self.pretrained.path} has no tokenizer.json, which LM jobs read text with")
-        texts = read_texts(a.text, a.text_key)
-        texts = texts[: a.max_documents] if a.max_documents else texts
+        texts = self.corpus.texts  # data/text's documents (or the standard library's files), max_documents applied
         documents = [tokenizer.encode(t) for t in texts]
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
         rows = token_rows(documents, a.seq_len, a.packing, eos=eos, pad=tokenizer.pad_token_id)
@@ -86,6 +146,31 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         train = {k: v[: count - held] for k, v in rows.items()}
         validation = {k: v[count - held:] for k, v in rows.items()} if held else train
         return ArrayData({"train": train, "validation": validation, "test": validation}, a.batch_size, a.seed)
+
+    def _scratch_data(self) -> ArrayData:
+        """Packed rows of each split's stream (training rows repeating spans when data/repeat_fraction is set)."""
+        a, tokens = self.args, self.tokenized
+        train = scratch_rows(tokens.streams["train"], tokens.starts["train"], a.seq_len, a.repeat_fraction, a.seed,
+                             a.repeat_mode)
+        if a.validation_fraction > 0:
+            validation = scratch_rows(tokens.streams["validation"], tokens.starts["validation"], a.seq_len)
+        else:
+            validation = train
+        return ArrayData({"train": train, "validation": validation, "test": validation}, a.batch_size, a.seed)
+
+    def _make_lineage(self, mode: Mode) -> Lineage:
+        """The job's node; a model/family run's config also records its corpus (`data/corpus`: files, SHA-256)."""
+        if self.args.family is None or mode in (Mode.ATTACH, Mode.EXPORT):
+            return super()._make_lineage(mode)
+        config = to_dict(self.args)
+        config["data"]["corpus"] = self.corpus.record(self.args.validation_fraction)
+        return open_lineage(self.store, mode, self.base, name=self.name, config=config, writer=self.is_writer)
+
+    def on_train_start(self) -> None:
+        """A model/family run keeps its tokenizer on its node: artifact `tokenizer` (tokenizer.json)."""
+        super().on_train_start()
+        if self.args.family is not None and self.state is not None and int(self.state.step) == 0:
+            self.lineage.put_artifact("tokenizer", "tokenizer.json", self.tokenized.tokenizer_json.encode())
 
     def model_inputs(self, batch: Mapping[str, Any]) -> tuple:
         """(token ids, attention mask); packed rows have no padding, so the ids alone (the same logits), which

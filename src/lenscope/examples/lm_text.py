@@ -17,12 +17,13 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["SUFFIXES", "read_texts", "token_rows"]
+__all__ = ["SUFFIXES", "read_file", "read_texts", "text_files", "token_rows"]
 
 SUFFIXES = (".txt", ".jsonl", ".parquet")
 
 
-def _files(path: str | Path) -> list[Path]:
+def text_files(path: str | Path) -> list[Path]:
+    """The text files `data/text` names: the file itself, or a folder's files with a known suffix, sorted."""
     root = Path(path).expanduser()
     if root.is_dir():
         files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES)
@@ -49,16 +50,18 @@ def _column(rows: Sequence[Any], key: str, where: Path) -> list[str]:
     return texts
 
 
+def read_file(file: Path, key: str = "text") -> list[str]:
+    """The documents of one file: a .txt file's non-empty lines, a .jsonl or .parquet column `key` (maybe none)."""
+    if file.suffix == ".txt":
+        return [line for line in _text(file).splitlines() if line.strip()]
+    if file.suffix == ".jsonl":
+        return _column(_records(file), key, file)
+    return _column([{key: v} for v in _parquet(file, key)], key, file)
+
+
 def read_texts(path: str | Path, key: str = "text") -> list[str]:
-    """The documents of a file or folder: a .txt file's non-empty lines, a .jsonl or .parquet column `key`."""
-    texts: list[str] = []
-    for file in _files(path):
-        if file.suffix == ".txt":
-            texts += [line for line in _text(file).splitlines() if line.strip()]
-        elif file.suffix == ".jsonl":
-            texts += _column(_records(file), key, file)
-        else:
-            texts += _column([{key: v} for v in _parquet(file, key)], key, file)
+    """The documents of a file or folder (`read_file` of each); ConfigError when there are none."""
+    texts = [text for file in text_files(path) for text in read_file(file, key)]
     if not texts:
         raise ConfigError(f"data/text={str(path)!r} holds no text")
     return texts

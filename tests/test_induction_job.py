@@ -1,0 +1,125 @@
+"""induction/train end to end at a reduced size: both models, the tandem values and figures, the node's records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lenscope import Store
+from lenscope.examples.induction_analyses import InductionTrainer
+from lenscope.examples.induction_scores import position_losses, repeated_halves, repeated_tokens
+from lenscope.runner import run_job
+
+pytest.importorskip("tokenizers")
+
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "tau", "rho"]
+SMALL = ["model/d_model=16", "model/n_heads=2", "model/d_mlp=32", "data/vocab_size=280", "data/seq_len=24",
+         "data/validation_fraction=0.2", "analysis/repeat_len=8", "analysis/repeat_rows=4", "analysis/text_rows=4",
+         "training/steps=4", "training/batch_size=4", "logging/validation_interval=2", "logging/checkpoint_interval=4",
+         "logging/eval_batches=1", "logging/report_interval=2"]
+HEADS = ["L0H0", "L0H1", "L1H0", "L1H1"]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("induction")
+    rng = np.random.default_rng(0)
+    (root / "text").mkdir()
+    for name in ("one.txt", "two.txt"):
+        (root / "text" / name).write_text("\n".join(" ".join(rng.choice(WORDS, 40)) for _ in range(30)))
+    overrides = [f"data/text={root / 'text'}", f"logging/results={root / 'results'}", *SMALL]
+    node = run_job("induction/train", overrides, store=root / "runs")
+    return root, overrides, node
+
+
+def test_both_models_train_and_name_each_other(study):
+    root, _, main = study
+    store = Store(root / "runs")
+    values = store.values(main)
+    control = values["induction/control"]
+    assert values["induction/role"] == "main" and main.seq == 4
+    control_node = store.get(control).node
+    assert store.values(control_node)["induction/main"] == str(main) and control_node.seq == 4
+    assert store.values(control_node)["induction/role"] == "control"
+    assert store.config(control_node)["model"]["n_layers"] == 1 and store.config(main)["model"]["n_layers"] == 2
+    assert store.checkpoint(main) is not None and store.checkpoint(control_node) is not None
+    store.close()
+
+
+def test_tandem_values_and_flip_books_at_each_validation(study):
+    root, _, main = study
+    store = Store(root / "runs")
+    for name in ("position_loss", "repeated_tokens", "induction_heads"):
+        rows = store.query().nonce(main.nonce).artifact(name).sort("seq").select()
+        assert [r["seq"] for r in rows] == [2, 4]                      # one figure per validation: a flip-book
+        assert rows[-1]["payload"].content.startswith(b"%PDF")
+    values = store.values(main)
+    assert np.isfinite(values["analysis/position_loss/icl_score"])
+    assert values["analysis/position_loss/icl_score"] == pytest.approx(
+        values["analysis/position_loss/late"] - values["analysis/position_loss/early"], abs=1e-5)
+    assert values["analysis/repeated_tokens/advantage"] == pytest.approx(
+        values["analysis/repeated_tokens/first_half"] - values["analysis/repeated_tokens/repeated_half"], abs=1e-5)
+    prefix = [values[f"analysis/induction_heads/prefix/{h}"] for h in HEADS]
+    assert values["analysis/induction_heads/prefix_max"] == pytest.approx(max(prefix))
+    assert values["analysis/induction_heads/prefix_best"] == HEADS[int(np.argmax(prefix))]
+    assert all(0 <= values[f"analysis/induction_heads/previous/{h}"] <= 1 for h in HEADS)
+    store.close()
+
+
+def test_corpus_and_tokenizer_on_the_runs_node(study):
+    root, _, main = study
+    store = Store(root / "runs")
+    first = store.get(f"{main.name}@{main.nonce}:0").node
+    corpus = store.config(first)["data"]["corpus"]
+    assert corpus["files"] == ["one.txt", "two.txt"] and corpus["documents"] == 60 and len(corpus["sha256"]) == 64
+    tokenizer = json.loads(store.artifact(first, "tokenizer").content)
+    assert tokenizer["added_tokens"][0]["content"] == "<|endoftext|>" and tokenizer["model"]["type"] == "BPE"
+    store.close()
+
+
+def test_recorded_repeated_loss_matches_the_checkpoint(study):
+    """The tandem value equals the loss recomputed from the saved weights, without the capture machinery."""
+    root, overrides, main = study
+    trainer = InductionTrainer(overrides, base=main, store=root / "runs")
+    trainer.setup()
+    rows = repeated_tokens(4, 8, trainer.pretrained.config.vocab_size, seed=0)
+    logits = trainer.module(trainer.state.params)(rows)
+    _, repeated = repeated_halves(position_losses(logits, rows), 8)
+    recorded = trainer.store.values(main)["analysis/repeated_tokens/repeated_half"]
+    assert float(repeated) == pytest.approx(recorded, rel=1e-5)
+    trainer.cleanup()
+
+
+def test_standalone_analysis_on_the_checkpoint_and_a_changed_corpus(study):
+    root, overrides, main = study
+    env_python = [sys.executable, "-m", "lenscope.cli", "run", "induction/heads", "--base", str(main)]
+    store = Store(root / "runs")
+    tandem = {k: v for k, v in store.values(main).items() if k.startswith("analysis/induction_heads/")}
+    done = subprocess.run([*env_python, f"store/url={root / 'runs'}"], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert len(store.artifact_history(main, "induction_heads")) == 2     # the standalone figure: a second version
+    standalone = {k: v for k, v in store.values(main).items() if k.startswith("analysis/induction_heads/")}
+    assert standalone == tandem and len(tandem) == 2 * len(HEADS) + 4              # the same numbers
+    store.close()
+    (root / "text" / "two.txt").write_text("omega tau\n" * 30)
+    changed = subprocess.run([*env_python, f"store/url={root / 'runs'}"], capture_output=True, text=True, cwd=root)
+    assert changed.returncode == 2 and "was trained on a corpus with SHA-256" in changed.stderr
+
+
+def test_pretrained_and_family_together_are_refused_before_anything_is_written(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "lm/train", "model/family=gpt2",
+                           f"model/pretrained={tmp_path}", "data/text=stdlib", f"store/url={tmp_path / 'runs'}"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "model/pretrained" in done.stderr and "are both set" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_repeated_sequences_longer_than_a_row_are_refused_before_anything_is_written(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "induction/train", "data/seq_len=64",
+                           f"store/url={tmp_path / 'runs'}"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "analysis/repeat_len=64" in done.stderr and "<= 32" in done.stderr
+    assert not (tmp_path / "runs").exists()
