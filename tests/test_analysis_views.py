@@ -118,6 +118,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "position_rows": lambda v: v.position_rows(_batch(v), {}, -1, lambda out: out.sum()),
     "publish": lambda v: v.publish(v.compute()),
     "results_dir": lambda v: v.results_dir(),
+    "result_values": lambda v: v.result_values("name", {"x": 1.0}),
     "run": lambda v: v.run(),
     "run_analysis": REFUSED,
     "run_tandem": lambda v: v.run_tandem(),

