@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
 
@@ -104,4 +106,15 @@ def check_plain_name(value: object, what: str, error: type[Exception] = UsageErr
     if problem is not None:
         shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else repr(value[:57] + "...")
         raise error(f"{what} must be a nonempty plain name; {shown} is refused: {problem}")
+    return value
+
+
+def read_json_object(path: Path, error: type[Exception] = UsageError) -> dict[str, Any]:
+    """A JSON file that must hold an object (a settings file), else `error` naming the file and what it holds."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
+        raise error(f"{path} is not valid JSON ({str(err)[:200]})") from None
+    if not isinstance(value, dict):
+        raise error(f"{path} is a JSON {type(value).__name__}: expected an object of settings")
     return value

@@ -3,13 +3,13 @@ weights are the architecture's tensors, of float dtype, finite, with the shapes 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
+from ..files import read_json_object
 from .core import Spec
 
 MAX_SIZE = 1 << 24  # d_in, d_sae, d_out
@@ -18,12 +18,7 @@ KNOWN = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold", "log_threshold", "W_sk
 
 def read_cfg(path: Path) -> dict[str, Any]:
     """cfg.json as a dict, its sizes checked; UsageError naming the file and the field otherwise."""
-    try:
-        cfg = json.loads(path.read_text())
-    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
-        raise UsageError(f"{path} is not valid JSON ({str(err)[:120]})") from None
-    if not isinstance(cfg, dict):
-        raise UsageError(f"{path} is a JSON {type(cfg).__name__}: expected an object of settings")
+    cfg = read_json_object(path)
     transcoder = "transcoder" in str(cfg.get("architecture", ""))
     for key in ("d_in", "d_sae", *(("d_out",) if transcoder else ())):
         value = cfg.get(key)

@@ -7,7 +7,6 @@ devices before the next is read, so host memory holds about one copy of the chec
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from ...errors import UsageError
+from ...files import read_json_object
 from .config import DecoderConfig
 from .decoder import Decoder
 from .families import decoder_config
@@ -35,10 +35,7 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float
 
 def read_config(folder: Path) -> dict[str, Any]:
     """The folder's config.json as a dict."""
-    try:
-        return json.loads((folder / "config.json").read_text())
-    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
-        raise UsageError(f"{folder / 'config.json'} is not valid JSON ({err})") from None
+    return read_json_object(folder / "config.json")
 
 
 def leaf_path(keys: tuple) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +9,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ...errors import UsageError
+from ...files import read_json_object
 from ...model_libraries import optional
 from .config_checks import check_token_ids
 
@@ -75,12 +75,7 @@ def load_tokenizer(folder: Path, config: dict[str, Any]) -> Tokenizer | None:
     ids = {k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
     extra = folder / "tokenizer_config.json"
     if extra.is_file():
-        try:
-            settings = json.loads(extra.read_text())
-        except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, or nested too deep to parse
-            raise UsageError(f"{extra} is not valid JSON ({err})") from None
-        if not isinstance(settings, dict):
-            raise UsageError(f"{extra} is a JSON {type(settings).__name__}: expected an object of settings")
+        settings = read_json_object(extra)
         backend_ids = Tokenizer.from_file(path)
         for key in ("bos", "eos", "pad"):
             token = settings.get(f"{key}_token")
