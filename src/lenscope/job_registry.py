@@ -158,12 +158,12 @@ def resolve(spec: str | type) -> type:
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError(f"expected a job: {_FORMS}; got {spec!r}")
-    if spec in _JOBS:
-        return _JOBS[spec]
     builtin = _builtin_name(spec)
-    if builtin is not None:
+    if builtin is not None:  # its registering module imported first: grokking/train's tandem analyses live there
         importlib.import_module(BUILTIN_JOBS[builtin])
         return _JOBS[builtin]
+    if spec in _JOBS:
+        return _JOBS[spec]
     if ":" not in spec:  # a name: every built-in loaded to say which exist (a path loads only its own file)
         registered = jobs()
         if spec in registered:
