@@ -149,7 +149,7 @@ def load_corpus(vocab: int, cache: pathlib.Path) -> dict[str, np.ndarray]:
 
 
 def sample_rows(stream: np.ndarray, starts: np.ndarray, n: int, length: int, repeat_frac: float,
-                rng: np.random.Generator, bos: int = 0, kind: str = "insert") -> np.ndarray:
+                rng: np.random.Generator, bos: int = 0, kind: str = "insert", vocab: int = 512) -> np.ndarray:
     """`n` random windows of `length` tokens; a `repeat_frac` share repeat a span of their own real text.
 
     kind "insert": a span of 32..length/2 tokens, copied from earlier in the window,
@@ -159,6 +159,8 @@ def sample_rows(stream: np.ndarray, starts: np.ndarray, n: int, length: int, rep
     structure, like the random-token probe), then the same shuffled half again.
     kind "adjacent": a 16..48-token span at a random point is immediately repeated
     (the text then continues); "shuffle_adjacent": the same with the span's tokens shuffled.
+    kind "random": a span of 16..length/2 uniformly random ids, then the same span again, inserted
+    at a random point of the real-text window (the probe's structure inside real text).
     """
     rows = np.empty((n, length), np.int32)
     for i in range(n):
@@ -169,6 +171,11 @@ def sample_rows(stream: np.ndarray, starts: np.ndarray, n: int, length: int, rep
                 half = (length + 1) // 2
                 first = rng.permutation(w[:half]) if kind == "shuffle" else w[:half]
                 w = np.concatenate([first, first])[:length]
+            elif kind == "random":
+                m = int(rng.integers(16, length // 2 + 1))
+                p = int(rng.integers(0, length - 2 * m + 1))
+                span = rng.integers(1, vocab, m).astype(np.int32)
+                w = np.concatenate([w[:p], span, span, w[p:]])[:length]
             elif kind in ("adjacent", "shuffle_adjacent"):
                 m = int(rng.integers(16, 49))
                 p = int(rng.integers(0, length - 2 * m + 1))
@@ -341,7 +348,7 @@ def run(c: Candidate, data: dict, eval_every: int, chunk: int, log=print) -> dic
     while steps < c.steps:
         n = min(chunk, c.steps - steps)
         rows = jnp.asarray(np.stack([sample_rows(data["train"], data["train_starts"], c.batch, c.ctx + 1,
-                                                 c.repeat_frac, rng, c.bos, c.repeat_kind) for _ in range(n)]))
+                                                 c.repeat_frac, rng, c.bos, c.repeat_kind, c.vocab) for _ in range(n)]))
         t = time.perf_counter()
         state, losses = train_chunk(state, rows)
         jax.block_until_ready(losses)
