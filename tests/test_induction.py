@@ -143,6 +143,17 @@ def test_scratch_rows_pack_and_repeat():
         assert np.all(np.diff(first) == 1) and np.all(np.diff(second) == 1) and second[0] <= first[0]
     halves = scratch_rows(stream, starts, 9, repeat_fraction=1.0, seed=3, mode="half")["inputs"]
     assert (halves[:, :4] == halves[:, 5:9]).all()                     # the row's first half, then again
+    text = np.zeros(1000, np.int32)                   # text all EOS (0), which the random spans never draw
+    spans = scratch_rows(text, np.asarray([0, 1000]), 63, repeat_fraction=1.0, seed=3, mode="random", vocab=400)
+    full = np.concatenate([spans["inputs"], spans["targets"][:, -1:]], axis=1)
+    for row in full:                                  # one run of random ids: a span, then that span again
+        at = np.flatnonzero(row)
+        first, second = at[: len(at) // 2], at[len(at) // 2:]
+        assert len(first) >= 16 and (np.diff(at) == 1).all() and (row[first] == row[second]).all()
+    assert len({tuple(r[r > 0][:8]) for r in full}) == len(full)      # each row its own span, at its own point
+    assert len({int(np.flatnonzero(r)[0]) for r in full}) > 1
+    with pytest.raises(ConfigError, match="repeat_mode=random"):
+        scratch_rows(text, np.asarray([0, 1000]), 63, repeat_fraction=0.5, mode="random")
 
 
 def test_position_losses_and_icl_score():

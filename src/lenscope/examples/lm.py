@@ -151,7 +151,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         """Packed rows of each split's stream (training rows repeating spans when data/repeat_fraction is set)."""
         a, tokens = self.args, self.tokenized
         train = scratch_rows(tokens.streams["train"], tokens.starts["train"], a.seq_len, a.repeat_fraction, a.seed,
-                             a.repeat_mode)
+                             a.repeat_mode, tokens.tokenizer().get_vocab_size())
         if a.validation_fraction > 0:
             validation = scratch_rows(tokens.streams["validation"], tokens.starts["validation"], a.seq_len)
         else:

@@ -56,10 +56,11 @@ class ScratchConfig:
         "data/repeat_fraction", default=0.0, ge=0, le=1,
         help="share of training rows whose second half repeats an earlier span of the same document (a variant "
              "of the corpus; 0: the plain text)")
-    repeat_mode: Literal["span", "half"] = field(
+    repeat_mode: Literal["span", "half", "random"] = field(
         "data/repeat_mode", default="span",
-        help="with data/repeat_fraction: span (the second half repeats an earlier span of the document) or half "
-             "(the row's first half, then the same text again)")
+        help="with data/repeat_fraction: span (the second half repeats an earlier span of the document), half "
+             "(the row's first half, then the same text again) or random (a span of 16 to seq_len/2 random ids "
+             "and its repeat, inserted at a random point of the row's real text)")
     schedule: Literal["constant", "cosine"] = field(
         "optimization/schedule", default="constant",
         help="after the warmup: constant, or cosine decay to 10% of optimization/lr at training/steps")
@@ -122,6 +123,16 @@ def scratch_model(args: Any, tokenized: Tokenized, n_positions: int) -> Pretrain
     return Pretrained(model, cfg, tokenizer, Path(f"({args.family} from scratch)"), raw)
 
 
+def _random_repeat(row: np.ndarray, vocab: int, rng: np.random.Generator) -> np.ndarray:
+    """The row's text with a span of random ids (EOS excluded) and the same span again inserted at a random point:
+    the repeated-sequence probe's structure at no fixed position, so no positional head can stand in for induction."""
+    width = len(row)
+    span = int(rng.integers(min(16, width // 2), width // 2 + 1))
+    at = int(rng.integers(0, width - 2 * span + 1))
+    ids = rng.integers(1, vocab, span).astype(row.dtype)
+    return np.concatenate([row[:at], ids, ids, row[at:]])[:width]
+
+
 def _repeating_row(stream: np.ndarray, starts: np.ndarray, width: int, rng: np.random.Generator,
                    mode: str = "span") -> np.ndarray | None:
     """A row whose second half repeats an earlier span of one document, or (`half`) its own first half again
@@ -141,9 +152,10 @@ def _repeating_row(stream: np.ndarray, starts: np.ndarray, width: int, rng: np.r
 
 
 def scratch_rows(stream: np.ndarray, starts: np.ndarray, seq_len: int, repeat_fraction: float = 0.0,
-                 seed: int = 0, mode: str = "span") -> dict[str, np.ndarray]:
+                 seed: int = 0, mode: str = "span", vocab: int = 0) -> dict[str, np.ndarray]:
     """Packed rows of seq_len + 1 tokens of one split's stream; with `repeat_fraction`, that share of the rows
-    (drawn from `seed`) replaced by rows whose second half repeats text of their document (`_repeating_row`)."""
+    (drawn from `seed`) replaced by rows that repeat text of their document (`_repeating_row`) or, mode `random`,
+    that carry a repeated span of random ids below `vocab` (`_random_repeat`)."""
     width = seq_len + 1
     count = len(stream) // width
     if count == 0:
@@ -151,8 +163,11 @@ def scratch_rows(stream: np.ndarray, starts: np.ndarray, seq_len: int, repeat_fr
     rows = stream[: count * width].reshape(count, width).copy()
     if repeat_fraction > 0:
         rng = np.random.default_rng([seed, 1])
+        if mode == "random" and vocab < 2:
+            raise ConfigError(f"data/repeat_mode=random draws ids below the vocabulary's size; got vocab={vocab}")
         for i in np.flatnonzero(rng.random(count) < repeat_fraction):
-            row = _repeating_row(stream, starts, width, rng, mode)
+            row = _random_repeat(rows[i], vocab, rng) if mode == "random" else _repeating_row(stream, starts, width,
+                                                                                                rng, mode)
             if row is not None:
                 rows[i] = row
     ones = np.ones((count, seq_len), np.int32)
