@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["browser"]  # the browser tests' fixtures: browser, page, server (tests/browser.py)
+pytest_plugins = ["browser", "strict_skips"]  # browser fixtures (tests/browser.py); LENSCOPE_NO_SKIPS (strict_skips.py)
 
 # The longest files (by `pytest --durations`), scheduled first: `make test` hands whole files to two xdist
 # workers in collection order, so a long file collected last keeps one worker busy while the other idles.
