@@ -7,11 +7,17 @@ same sweep against the same store.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import secrets
+import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from ..errors import UsageError, hint
@@ -68,11 +74,38 @@ def storage_url(store: Store) -> str:
     return url.render_as_string(hide_password=False)
 
 
+@contextlib.contextmanager
+def _creation_lock(store: Store, url: str) -> Iterator[None]:
+    """Held while Optuna creates or migrates its tables: workers started together on a fresh store take turns
+    (Optuna's own create-then-stamp is not safe under concurrent first use). A file lock beside optuna.db;
+    a PostgreSQL advisory lock on the database."""
+    if url.startswith("sqlite"):
+        with open(Path(store.root) / f"{OPTUNA_FILE}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    engine = create_engine(url, pool_pre_ping=True)
+    key = zlib.crc32(b"lenscope optuna storage")
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+    finally:
+        engine.dispose()
+
+
 def _storage(store: Store) -> Any:
     module = optuna()
     url = storage_url(store)
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-    return module.storages.RDBStorage(url, engine_kwargs=kwargs)
+    with _creation_lock(store, url):
+        return module.storages.RDBStorage(url, engine_kwargs=kwargs)
 
 
 def sampler(spec: SweepSpec, seed: int | None) -> Any:
