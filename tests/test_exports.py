@@ -84,3 +84,48 @@ def test_export_refuses_an_unknown_tool_before_writing(run, tmp_path: Path, caps
     assert main(["--store", str(root), "export", str(nodes[-1]), "--to", "tensorbord", str(tmp_path / "x")]) == 2
     assert "unknown --to 'tensorbord' (did you mean tensorboard?)" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_tensorboard_skips_an_unreadable_figure_and_writes_only_whole_files(run, tmp_path: Path, capsys) -> None:
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
+                                      reason="the TensorBoard export needs: pip install -e '.[export]'")
+    root, nodes = run
+    with Store(root) as store:
+        store.put_artifact(nodes[4], "fake", "fake.png", b"%PDF-1.4 not a png at all")
+    out = tmp_path / "tb"
+    with pytest.warns(UserWarning, match=r"figure 'fake' \(fake.png\) skipped"):
+        assert main(["--store", str(root), "export", str(nodes[-1]), "--to", "tensorboard", str(out)]) == 0
+    logdir = out / f"{nodes[-1].name}@{nodes[-1].nonce}"
+    events = accumulator.EventAccumulator(str(logdir), size_guidance={"images": 0})
+    events.Reload()
+    assert events.Tags()["images"] == ["fourier"]                     # the real figure kept, the fake one skipped
+    assert sorted(p.name for p in out.iterdir()) == [logdir.name]      # no staging folder left behind
+
+
+def test_tensorboard_never_writes_through_a_symlink_out_of_dir(run, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("tensorboard", reason="the TensorBoard export needs: pip install -e '.[export]'")
+    root, nodes = run
+    out, outside = tmp_path / "tb", tmp_path / "outside"
+    out.mkdir(), outside.mkdir()
+    (out / f"{nodes[-1].name}@{nodes[-1].nonce}").symlink_to(outside)
+    assert main(["--store", str(root), "export", str(nodes[-1]), "--to", "tensorboard", str(out)]) == 2
+    assert "is a symlink or a file" in capsys.readouterr().err
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == [f"{nodes[-1].name}@"
+                                                                                        f"{nodes[-1].nonce}"]
+
+
+def test_mlflow_logs_a_key_mlflow_refuses_under_a_safe_name(tmp_path: Path, capsys, monkeypatch) -> None:
+    tracking = pytest.importorskip("mlflow.tracking", reason="the MLflow export needs: pip install -e '.[export]'")
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "runs"
+    with Store(root) as store:
+        node = store.new_node("grokking/train", config={"..": {"up": 1}, "ok": {"x?y": 2}})
+        store.record(node, {"../loss": 1.5})
+        store.set_status(node, "done")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.warns(UserWarning, match=r"key '\.\./up' is logged as '__/up'"):
+        assert main(["--store", str(root), "export", str(node), "--to", "mlflow", uri]) == 0
+    run_id = capsys.readouterr().out.split(" -> mlflow run ")[1].split()[0]
+    got = tracking.MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert got.data.params == {"__/up": "1", "ok/x_y": "2"} and got.data.metrics == {"__/loss": 1.5}
+    assert got.info.status == "FINISHED"                               # not left FAILED

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
+import warnings
 from pathlib import Path
 
 from ..model_libraries import optional
@@ -11,6 +13,18 @@ from .run import RunExport, numeric
 _BATCH = 1000  # MLflow's log_batch takes at most 1000 metrics and 100 params a call
 _PARAMS = 100
 _PARAM_CHARS = 6000
+
+
+_REFUSED = re.compile(r"[^\w\-. /:]")  # characters MLflow refuses in a param or metric name
+
+
+def mlflow_name(key: str) -> str:
+    """`key` as a name MLflow takes: refused characters and `..` path segments become `_`, a leading / dropped."""
+    name = "/".join("__" if part == ".." else part for part in _REFUSED.sub("_", key).split("/")).lstrip("/")
+    if name != key:
+        warnings.warn(f"export --to mlflow: key {key!r} is logged as {name!r} (MLflow names take letters, digits, "
+                      "_ - . space / : and no '..' segment)", stacklevel=2)
+    return name or "_"
 
 
 def _client(uri: str):
@@ -28,10 +42,11 @@ def to_mlflow(run: RunExport, uri: str, experiment: str = "lenscope") -> str:
                              tags={"lenscope.node": str(run.node), "lenscope.status": run.status})
     run_id = made.info.run_id
     try:
-        params = [Param(k.removeprefix("config/"), str(v)[:_PARAM_CHARS]) for k, v in run.config.items()]
+        params = [Param(mlflow_name(k.removeprefix("config/")), str(v)[:_PARAM_CHARS]) for k, v in run.config.items()]
         for i in range(0, len(params), _PARAMS):
             client.log_batch(run_id, params=params[i:i + _PARAMS])
-        metrics = [Metric(k, numeric(v), int(wall * 1000), step) for step, wall, values in run.scalars
+        names = {k: mlflow_name(k) for _, _, values in run.scalars for k in values}
+        metrics = [Metric(names[k], numeric(v), int(wall * 1000), step) for step, wall, values in run.scalars
                    for k, v in values.items() if numeric(v) is not None]
         for i in range(0, len(metrics), _BATCH):
             client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
