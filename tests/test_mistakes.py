@@ -143,6 +143,8 @@ def world(tmp_path_factory) -> World:
     for page in range(1, len(data) // 4096):  # every page but the header page: a store that rotted on disk
         data[page * 4096 + 100: page * 4096 + 164] = b"\xff" * 64
     (damaged / "lenscope.db").write_bytes(bytes(data))
+    for side in ("lenscope.db-wal", "lenscope.db-shm"):  # the rotted file is the whole store: no WAL pages over it
+        (damaged / side).unlink(missing_ok=True)
     header = root / "bad_header"
     with Store(header) as opened:
         opened.new_node("demo/x")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +16,7 @@ from ..runner import build_job, run_job
 from ..store import Node, Store
 from ..store.lineage_heads import values_up_to
 from ..training.loop import StopTraining
-from .study import SweepSpec, optuna
+from .study import HEARTBEAT_S, SweepSpec, optuna
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,31 @@ def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], N
     done: list[Outcome] = []
     objective = trial_objective(store, spec, study.study_name, done, say)
     total = budget(spec)
-    state = optuna().trial.TrialState
-    begun = (state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)  # queued (WAITING) trials are still to run
-    while len(study.get_trials(deepcopy=False, states=begun)) < total:
-        study.optimize(objective, n_trials=1)
-    return done
+    while True:
+        counted, running = _tally(study)
+        if counted < total:
+            study.optimize(objective, n_trials=1)
+        elif running:  # another worker's trial: wait for it to finish, or to go silent and be queued again
+            time.sleep(HEARTBEAT_S)
+        else:
+            return done
+
+
+def _tally(study: Any) -> tuple[int, int]:
+    """(trials counted toward the budget, of them still running), after failing the trials of dead workers.
+
+    A trial whose worker died (no heartbeat for the grace period) is failed and queued again with its params;
+    the failed one then no longer counts, its queued copy does once it begins (WAITING trials are still to run)."""
+    module = optuna()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", module.exceptions.ExperimentalWarning)
+        module.storages.fail_stale_trials(study)
+    state = module.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    retried = {module.storages.RetryFailedTrialCallback.retried_trial_number(t) for t in trials}
+    begun = [t for t in trials if t.state in (state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
+             and t.number not in retried]
+    return len(begun), sum(t.state == state.RUNNING for t in begun)
 
 
 def best(study: Any) -> tuple[int, float, str] | None:

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import secrets
+import warnings
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -28,6 +29,8 @@ from .params import Param, parse_objective, parse_param
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "hyperband", "none")
 OPTUNA_FILE = "optuna.db"
+HEARTBEAT_S = 5
+"""A running trial's heartbeat period; one silent for 3 periods (its worker died) is failed and queued again."""
 _ATTR = "lenscope_sweep"
 
 
@@ -104,8 +107,11 @@ def _storage(store: Store) -> Any:
     module = optuna()
     url = storage_url(store)
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
-    with _creation_lock(store, url):
-        return module.storages.RDBStorage(url, engine_kwargs=kwargs)
+    with _creation_lock(store, url), warnings.catch_warnings():
+        warnings.simplefilter("ignore", module.exceptions.ExperimentalWarning)  # heartbeats: experimental in Optuna
+        retry = module.storages.RetryFailedTrialCallback(max_retry=2)
+        return module.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_S,
+                                          grace_period=3 * HEARTBEAT_S, heartbeat_stale_trial_callback=retry)
 
 
 def sampler(spec: SweepSpec, seed: int | None) -> Any:

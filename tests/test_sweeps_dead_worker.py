@@ -1,0 +1,65 @@
+"""A sweep worker killed mid-trial loses nothing: its trial is failed once its heartbeat stops, queued again with the
+same params, and a worker that joins finishes the budget with every trial complete (E1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from xor_job import XOR_JOB
+
+from lenscope.store import Store
+from lenscope.sweeps import SweepSpec, create, load
+
+optuna = pytest.importorskip("optuna", reason="sweeps need Optuna: pip install -e '.[sweep]'")
+pytestmark = pytest.mark.slow
+
+# Long enough a trial (many steps of the tiny job) that the worker is killed inside trial 1, not between trials.
+SOURCES = ["training/steps=400", "logging/validation_interval=50", "logging/checkpoint_interval=0",
+           "training/analyze=false"]
+
+
+def _wait_for(predicate, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
+    (tmp_path / "xor.py").write_text(XOR_JOB)
+    root = tmp_path / "runs"
+    spec = SweepSpec(job=f"{tmp_path / 'xor.py'}:Xor", sources=SOURCES, params=["optimization/lr=uniform:0.01:0.1"],
+                     objective="val/loss:min", sampler="random", pruner="none", trials=3)
+    with Store(root) as store:
+        create(store, spec, "s")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    command = [sys.executable, "-m", "lenscope", "sweep", "--join", "s", "--store", str(root)]
+
+    def states() -> dict[int, str]:
+        with Store(root) as store:
+            return {t.number: t.state.name for t in load(store, "s")[0].trials}
+
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: states().get(0) == "COMPLETE" and states().get(1) == "RUNNING", "trial 1 to begin")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    assert states()[1] == "RUNNING"                                    # the dead worker's trial, stuck as it was
+    joined = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert joined.returncode == 0, joined.stderr[-2000:]
+    with Store(root) as store:
+        study, _ = load(store, "s")
+        trials = {t.number: t for t in study.trials}
+    complete = [t for t in trials.values() if t.state.name == "COMPLETE"]
+    assert trials[1].state.name == "FAIL" and len(complete) == 3       # the budget: 3 complete, the lost one again
+    retried_from = optuna.storages.RetryFailedTrialCallback.retried_trial_number
+    retried = [t for t in complete if retried_from(t) == 1]
+    assert len(retried) == 1 and retried[0].params == trials[1].params
