@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import lenscope_cmd
+from hf_models import save_tokenizer
 from hostile_checkpoints import BAD_CONFIGS, BAD_WEIGHTS, checkpoint, gpt2_tensors, safetensors_bytes
 from sqlalchemy import insert
 from xor_job import XOR_JOB
@@ -173,6 +174,16 @@ def _checkpoints(root: Path) -> None:
     checkpoint(root / "ckpt" / "wide_wte", weights=safetensors_bytes(gpt2_tensors(vocab=41)))
     outside = checkpoint(root / "ckpt" / "outside")
     (outside / "model.safetensors.index.json").write_text('{"weight_map": {"transformer.wte.weight": "../x.st"}}')
+    for case, (name, text) in TOKENIZERS.items():
+        (save_tokenizer(checkpoint(root / "ckpt" / case.replace(" ", "_"))) / name).write_text(text)
+    save_tokenizer(checkpoint(root / "ckpt" / "good"))
+    (root / "latin1.txt").write_bytes(b"ok \xff\xfe text\n")
+    (root / "bad.jsonl").write_bytes(b'{"text": "ok"}\n{"text": \n')
+
+
+# case -> (file of the checkpoint folder, its garbage text)
+TOKENIZERS = {"tokenizer.json garbage": ("tokenizer.json", "garbage"),
+              "tokenizer_config.json a list": ("tokenizer_config.json", "[1]")}
 
 
 def lm_eval(case: str) -> list[str]:
@@ -291,6 +302,14 @@ MISTAKES = [
     ("checkpoint: wte wider than the config", lm_eval("wide_wte"),
      ["tensor 'transformer.wte.weight' gives embed/embedding the shape (41, 8), but the config implies (40, 8)"], 2),
     ("checkpoint: a shard outside the folder", lm_eval("outside"), ["names the shard '../x.st'", "no '..'"], 2),
+    ("tokenizer: garbage tokenizer.json", lm_eval("tokenizer.json garbage"),
+     ["tokenizer.json is not a tokenizer file", "expected a Hugging Face tokenizer.json"], 2),
+    ("tokenizer: tokenizer_config.json a list", lm_eval("tokenizer_config.json a list"),
+     ["tokenizer_config.json is a JSON list", "expected an object"], 2),
+    ("text: not UTF-8", ["run", "lm/eval", "model/pretrained={root}/ckpt/good", "data/text={root}/latin1.txt"],
+     ["latin1.txt is not UTF-8 text", "data/text reads UTF-8"], 2),
+    ("text: a .jsonl line not JSON", ["run", "lm/eval", "model/pretrained={root}/ckpt/good", "data/text={root}/bad.jsonl"],
+     ["bad.jsonl line 2 is not a JSON record", "one JSON object per line"], 2),
     ("a 5000-digit integer", ["run", XOR, "training/steps=" + "7" * 5000], ["an integer of 5000 digits refused"], 2),
     ("zero heads", ["run", "grokking/train", "model/n_heads=0"], ["model/n_heads must be >= 1, got 0"], 2),
     ("negative width", ["run", "grokking/train", "model/d_model=-1"], ["model/d_model must be >= 1, got -1"], 2),
