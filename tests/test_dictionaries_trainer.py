@@ -121,7 +121,7 @@ def test_dead_latents_are_counted_over_the_window(model):
     trainer.cleanup()
 
 
-def test_kill_after_checkpoint_then_resume_is_bitwise(model, tmp_path):
+def test_kill_after_checkpoint_then_resume_with_the_model_as_base_is_bitwise(model, tmp_path):
     root, store, node = model
     config = SAE + ["training/steps=40", "sae/eval_spliced=false", "logging/validation_interval=0",
                     f"logging/results={tmp_path}/results"]
@@ -143,9 +143,12 @@ def test_kill_after_checkpoint_then_resume_is_bitwise(model, tmp_path):
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
-    resumed = subprocess.run(lenscope_cmd("run", JOB, *config, "--base", str(marked[-1]), "--store", url), env=env,
-                             capture_output=True, text=True, timeout=300)
+    # --resume with the model as --base, as the job was started: the killed (stale) run is found and continued
+    resumed = subprocess.run(lenscope_cmd("run", JOB, *config, "--resume", "--base", str(node), "--store", url),
+                             env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"lenscope: resuming {marked[-1].name}@{marked[-1].nonce}:" in resumed.stderr
+    assert "(stale: its job died)" in resumed.stderr
     final = resumed.stdout.strip().splitlines()[-1].split()[1]
     ours = flat_paths(read_checkpoint(store.checkpoint(final)))
     assert final.endswith(":40") and ours.keys() == want.keys()

@@ -120,4 +120,6 @@ def test_resume_says_why_when_there_is_nothing_to_resume(tiny, store_root, finis
         f"{finished} (failed: interrupted), differs in optimization/lr (0.003 there, 0.001 here): give --resume the "
         f"config it ran with, or resume it as it was: lenscope run grokking/train --base {finished}")
     assert main(["run", "grokking/train", "--resume", "--base", str(finished), "--store", str(store_root)]) == 2
-    assert "--resume finds the node to resume itself; it cannot be combined with --base" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == (
+        "lenscope: error: --resume finds the node to resume itself; with grokking/train, --base names the state to go "
+        f"on from, so the two cannot be combined (to resume {finished} itself: --base {finished} without --resume)")

@@ -15,27 +15,41 @@ from xor_job import XOR_JOB
 
 from lenscope.store import Store
 from lenscope.sweeps import SweepSpec, create, load
+from lenscope.sweeps.study import _retry_callback
 
 optuna = pytest.importorskip("optuna", reason="sweeps need Optuna: pip install -e '.[sweep]'")
 pytestmark = pytest.mark.slow
 
-# Long enough a trial (many steps of the tiny job) that the worker is killed inside trial 1, not between trials.
-SOURCES = ["training/steps=400", "logging/validation_interval=50", "logging/checkpoint_interval=0",
+SOURCES = ["training/steps=200", "logging/validation_interval=50", "logging/checkpoint_interval=0",
            "training/analyze=false"]
 
+# The first worker's trials sleep before each batch ($SLOW_XOR_S), so trial 1 runs for 10 s or more however loaded the
+# machine: the poll below cannot miss it, and the worker is killed inside it, not between trials.
+SLOW = '''
 
-def _wait_for(predicate, what: str, timeout: float = 120.0) -> None:
+import os as _os
+import time as _time
+
+
+class SlowXor(Xor):
+    def batch(self, split, index=0):
+        _time.sleep(float(_os.environ.get("SLOW_XOR_S", "0")))
+        return super().batch(split, index)
+'''
+
+
+def _wait_for(predicate, what: str, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(0.5)
 
 
 def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
-    (tmp_path / "xor.py").write_text(XOR_JOB)
+    (tmp_path / "xor.py").write_text(XOR_JOB + SLOW)
     root = tmp_path / "runs"
-    spec = SweepSpec(job=f"{tmp_path / 'xor.py'}:Xor", sources=SOURCES, params=["optimization/lr=uniform:0.01:0.1"],
+    spec = SweepSpec(job=f"{tmp_path / 'xor.py'}:SlowXor", sources=SOURCES, params=["optimization/lr=uniform:0.01:0.1"],
                      objective="val/loss:min", sampler="random", pruner="none", trials=3)
     with Store(root) as store:
         create(store, spec, "s")
@@ -46,7 +60,8 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
         with Store(root) as store:
             return {t.number: t.state.name for t in load(store, "s")[0].trials}
 
-    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(command, env={**env, "SLOW_XOR_S": "0.05"}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: states().get(0) == "COMPLETE" and states().get(1) == "RUNNING", "trial 1 to begin")
     finally:
@@ -60,6 +75,6 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
         trials = {t.number: t for t in study.trials}
     complete = [t for t in trials.values() if t.state.name == "COMPLETE"]
     assert trials[1].state.name == "FAIL" and len(complete) == 3       # the budget: 3 complete, the lost one again
-    retried_from = optuna.storages.RetryFailedTrialCallback.retried_trial_number
+    retried_from = _retry_callback(optuna).retried_trial_number
     retried = [t for t in complete if retried_from(t) == 1]
     assert len(retried) == 1 and retried[0].params == trials[1].params

@@ -99,9 +99,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--branch starts a new training lineage, but --analysis attaches its results to the node it "
                          "analyzes (--base NODE) and never branches; drop --branch, or branch the training run first "
                          "and analyze its node")
-    if args.resume and (args.base or args.analysis):
-        other = "--base" if args.base else "--analysis"
-        raise UsageError(f"--resume finds the node to resume itself; it cannot be combined with {other} "
+    if args.resume and args.analysis:
+        raise UsageError("--resume finds the node to resume itself; it cannot be combined with --analysis "
                          "(to resume a node of your choice: --base NODE)")
 
 
@@ -153,7 +152,8 @@ def _resume_base(args: argparse.Namespace) -> str:
     cls = resolve(args.job)
     where = args.store or hydrate(cls.CONFIG, *args.sources).store_url
     with open_store(where) as store:
-        point = resume_point(cls, args.sources, store, job=args.job)
+        sources = [*args.sources, *(_base_as_config(cls, store, args) if args.base else [])]
+        point = resume_point(cls, sources, store, job=args.job)
     print(f"lenscope: resuming {point.head.node} ({point.state}) from its checkpoint {point.checkpoint}",
           file=sys.stderr, flush=True)
     return str(point.checkpoint)
@@ -180,8 +180,12 @@ def _how_to_resume(args: argparse.Namespace, instance: Any) -> str:
     store = ["--store", args.store] if args.store else []
     lineage = instance.lineage.node.lineage
     try:
-        if resume_point(type(instance), args.sources, instance.store, job=args.job).head.node.lineage == lineage:
-            return "resume it with: " + shlex.join(["lenscope", "run", args.job, *args.sources, "--resume", *store])
+        given = _base_as_config(type(instance), instance.store, args) if args.base else []
+        base = ["--base", args.base] if given else []
+        if resume_point(type(instance), [*args.sources, *given], instance.store,
+                        job=args.job).head.node.lineage == lineage:
+            return "resume it with: " + shlex.join(["lenscope", "run", args.job, *args.sources, "--resume", *base,
+                                                    *store])
     except UsageError:
         pass
     mine = [h for h in heads(instance.store, instance.name) if h.node.lineage == lineage]
@@ -189,3 +193,14 @@ def _how_to_resume(args: argparse.Namespace, instance: Any) -> str:
         return "it wrote no checkpoint: run it again to start over"
     checkpoint = str(mine[0].checkpoint)
     return "resume it with: " + shlex.join(["lenscope", "run", args.job, *args.sources, "--base", checkpoint, *store])
+
+
+def _base_as_config(cls: type, store: Any, args: argparse.Namespace) -> list[str]:
+    """`--resume --base MODEL` of a job whose base is its input (an SAE's model): the overrides that say so."""
+    _lookup(store, args.base, store.status)
+    given = cls.base_as_config(store, args.base) if hasattr(cls, "base_as_config") else None
+    if given is None:
+        raise UsageError(f"--resume finds the node to resume itself; with {args.job}, --base names the state to go "
+                         f"on from, so the two cannot be combined (to resume {args.base} itself: --base "
+                         f"{args.base} without --resume)")
+    return given

@@ -50,8 +50,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
                 url = self._peek_store_url(config)
                 store = open_store(store, url)
             node = store.get(base).node
-            saved = store.config(node) or {}
-            if not (isinstance(saved.get("sae"), dict) and saved["sae"].get("source")):  # a model's node
+            if self.base_as_config(store, node) is not None:  # a model's node: the one to explain
                 source = {"sae": {"source": str(node)}}
                 config = (dataclasses.replace(config, source=str(node)) if isinstance(config, self.CONFIG)
                           else [*self._sources(config), source])
@@ -61,6 +60,15 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         super().__init__(config, base=base, store=store)
         if self.args.mesh_rules is None:  # latents over `model`, tokens over `data` (the batch's leading dim)
             self.placement = Placement(self.placement.mesh, DICTIONARY_RULES)
+
+    @classmethod
+    def base_as_config(cls, store: Store, base: Node | str) -> list[str] | None:
+        """A model's node as base is the model to explain (`sae/source`); one of our own nodes is a state to go on."""
+        node = store.get(base).node
+        saved = store.config(node) or {}
+        if isinstance(saved.get("sae"), dict) and saved["sae"].get("source"):
+            return None
+        return [f"sae/source={node}"]
 
     def _peek_store_url(self, config: Any) -> str | None:
         """The store/url the config names (the store must be open to tell a model node from one of ours)."""

@@ -109,9 +109,15 @@ def _storage(store: Store) -> Any:
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     with _creation_lock(store, url), warnings.catch_warnings():
         warnings.simplefilter("ignore", module.exceptions.ExperimentalWarning)  # heartbeats: experimental in Optuna
-        retry = module.storages.RetryFailedTrialCallback(max_retry=2)
+        retry = _retry_callback(module)(max_retry=2)
         return module.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_S,
                                           grace_period=3 * HEARTBEAT_S, heartbeat_stale_trial_callback=retry)
+
+
+def _retry_callback(module: Any) -> type:
+    """Optuna's callback that queues a dead worker's trial again (renamed in Optuna 4.9; the old name warns there)."""
+    storages = module.storages
+    return getattr(storages, "RetryHeartbeatStaleTrialCallback", None) or storages.RetryFailedTrialCallback
 
 
 def sampler(spec: SweepSpec, seed: int | None) -> Any:

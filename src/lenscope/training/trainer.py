@@ -110,6 +110,11 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
             setattr(self, name, getattr(trainer, name))
 
     # -- construction --------------------------------------------------------------
+    @classmethod
+    def base_as_config(cls, store: Store, base: Node | str) -> list[str] | None:
+        """The overrides that make `base` this job's input, for `--resume --base` (None: a base is a state to go on)."""
+        return None
+
     def _sources(self, config: Any) -> list[Any]:
         """Config sources in merge order: a dict, a YAML path, an override string, or a list of them."""
         if config is None or isinstance(config, self.CONFIG):
