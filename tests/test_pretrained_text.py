@@ -67,3 +67,27 @@ def test_tokenizer_bos_and_padding_sides(tmp_path: Path) -> None:
     assert tok.to_string(np.asarray([[1, 4], [1, 5]]), skip_special_tokens=True) == ["w0", "w1"]
     with pytest.raises(UsageError, match="padding_side='middle'"):
         tok.to_tokens("w0", padding_side="middle")
+
+
+def test_to_string_drops_the_padding_and_tokens_read_one_by_one(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers", reason="pip install -e '.[pretrained]'")
+    save_tokenizer(tmp_path)  # <pad> 0, <bos> 1, <eos> 2; w0 is id 4
+    tok = Tokenizer.from_file(tmp_path / "tokenizer.json", bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    ids, mask = tok.to_tokens(["w0 w1 w2", "w3"], padding_side="left")
+    assert tok.to_string(ids) == ["<bos> w0 w1 w2", "<bos> w3"]            # the left pads gone, not '<pad> <pad> ...'
+    assert tok.to_string(ids, mask) == ["<bos> w0 w1 w2", "<bos> w3"]
+    assert tok.to_string([0, 4, 0, 5, 0, 0]) == "w0 <pad> w1"            # a pad inside the text is kept
+    assert tok.to_string([0, 4, 0, 5], mask=[0, 1, 1, 1]) == "w0 <pad> w1"
+    with pytest.raises(UsageError, match=r"mask of shape \(3,\) for ids of shape \(4,\)"):
+        tok.to_string([0, 4, 0, 5], mask=[1, 1, 1])
+    same = Tokenizer.from_file(tmp_path / "tokenizer.json", bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    assert same.to_string([4, 2]) == "w0 <eos>"                          # pad = EOS: only a mask tells them apart
+    assert same.to_string([4, 2], mask=[1, 0]) == "w0"
+    assert tok.to_str_tokens("w0 w1") == ["<bos>", "w0", "w1"]
+    assert tok.to_str_tokens("w0 w1", prepend_bos=False) == ["w0", "w1"]
+    assert tok.to_str_tokens(np.asarray([[4, 5], [6, 0]])) == [["w0", "w1"], ["w2", "<pad>"]]
+    assert tok.to_single_token("w3") == 7
+    with pytest.raises(UsageError, match=r"'w0 w1' is 2 tokens \['w0', 'w1'\], not one"):
+        tok.to_single_token("w0 w1")
+    with pytest.raises(UsageError, match="to_str_tokens: expected a string or integer ids"):
+        tok.to_str_tokens(np.zeros((2, 2, 2), np.int32))

@@ -181,7 +181,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
 
     def token_strings(self, ids: Any) -> list[str]:
         """How tokens read in dashboards: each id decoded alone by the checkpoint's tokenizer."""
-        return [self.pretrained.tokenizer.to_string([int(t)]) for t in ids]
+        return self.pretrained.tokenizer.to_str_tokens([int(t) for t in ids])
 
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream through the final norm and unembedding (logit lens)."""

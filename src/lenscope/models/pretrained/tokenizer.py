@@ -17,7 +17,7 @@ __all__ = ["Tokenizer", "load_tokenizer"]
 
 
 class Tokenizer:
-    """`to_tokens` (padded ids and attention mask), `to_string`, BOS handling; left or right padding."""
+    """`to_tokens` (padded ids and attention mask), `to_string`, `to_str_tokens`, `to_single_token`; BOS handling."""
 
     def __init__(self, backend: Any, bos_token_id: int | None = None, eos_token_id: int | None = None,
                  pad_token_id: int | None = None) -> None:
@@ -59,12 +59,55 @@ class Tokenizer:
             ids[i, span], mask[i, span] = row, 1
         return ids, mask
 
-    def to_string(self, ids: Any, skip_special_tokens: bool = False) -> str | list[str]:
-        """The text of ids [seq] (a string) or [batch, seq] (a list of strings)."""
+    def to_string(self, ids: Any, mask: Any = None, skip_special_tokens: bool = False) -> str | list[str]:
+        """The text of ids [seq] (a string) or [batch, seq] (a list of strings), padding dropped.
+
+        With `mask` (to_tokens' attention mask) exactly the masked-out positions are dropped; without it the
+        runs of the pad id at either end of a row, unless the pad id is also the BOS or EOS (then give `mask`).
+        """
         array = np.asarray(ids)
-        if array.ndim == 1:
-            return self.backend.decode(array.tolist(), skip_special_tokens=skip_special_tokens)
-        return [self.backend.decode(row.tolist(), skip_special_tokens=skip_special_tokens) for row in array]
+        if array.ndim not in (1, 2):
+            raise UsageError(f"to_string: ids of shape {array.shape}; expected [seq] or [batch, seq]")
+        keep = self._kept(array, mask)
+        rows = [self.backend.decode(row[k].tolist(), skip_special_tokens=skip_special_tokens)
+                for row, k in zip(np.atleast_2d(array), np.atleast_2d(keep), strict=True)]
+        return rows[0] if array.ndim == 1 else rows
+
+    def _kept(self, array: np.ndarray, mask: Any) -> np.ndarray:
+        """Which positions of `array` are text: `mask` as given, else all but the pad runs at the ends of a row."""
+        if mask is not None:
+            keep = np.asarray(mask).astype(bool)
+            if keep.shape != array.shape:
+                raise UsageError(f"to_string: mask of shape {keep.shape} for ids of shape {array.shape}; expected "
+                                 "the same shape (to_tokens' attention mask)")
+            return keep
+        if self.pad_token_id in (self.bos_token_id, self.eos_token_id):
+            return np.ones(array.shape, bool)
+        pad = array == self.pad_token_id
+        leading = np.cumprod(pad, axis=-1).astype(bool)
+        trailing = np.flip(np.cumprod(np.flip(pad, axis=-1), axis=-1), axis=-1).astype(bool)
+        return ~(leading | trailing)
+
+    def to_str_tokens(self, text_or_ids: str | Any, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
+        """Each token as its own string (`' cat'`, not `'Ġcat'`): of a text, of ids [seq], or of ids [batch, seq]."""
+        if isinstance(text_or_ids, str):
+            array = np.asarray(self.encode(text_or_ids, prepend_bos))
+        else:
+            array = np.asarray(text_or_ids)
+        if array.ndim not in (1, 2) or array.dtype.kind not in "iu":
+            raise UsageError(f"to_str_tokens: expected a string or integer ids [seq] or [batch, seq], got "
+                             f"{array.dtype} of shape {array.shape}")
+        rows = [[self.backend.decode([int(i)], skip_special_tokens=False) for i in row] for row in np.atleast_2d(array)]
+        return rows[0] if array.ndim == 1 else rows
+
+    def to_single_token(self, text: str) -> int:
+        """The id of `text` when it is exactly one token (no BOS); a UsageError showing its tokens otherwise."""
+        ids = self.encode(text, prepend_bos=False)
+        if len(ids) != 1:
+            pieces = [self.backend.decode([i], skip_special_tokens=False) for i in ids]
+            raise UsageError(f"to_single_token: {text!r} is {len(ids)} tokens {pieces!r}, not one; pass one of "
+                             "them, or use to_tokens for several")
+        return ids[0]
 
 
 def load_tokenizer(folder: Path, config: dict[str, Any]) -> Tokenizer | None:
