@@ -58,3 +58,15 @@ def test_compiled_count_counts_one_program_per_argument_shape():
     assert jax_private.compiled_count(square) == 1
     square(jnp.ones(3))
     assert jax_private.compiled_count(square) == 2
+
+
+def test_compiled_count_sees_through_equinox_filter_jit():
+    import equinox as eqx
+
+    double = eqx.filter_jit(lambda x, n: x * n)
+    assert jax_private.compiled_count(double) == 0
+    double(jnp.ones(2), 2)
+    double(jnp.ones(2) + 1, 2)
+    assert jax_private.compiled_count(double) == 1
+    double(jnp.ones(2), 3)  # a new static (non-array) argument: a new program
+    assert jax_private.compiled_count(double) == 2

@@ -23,5 +23,6 @@ def current_trace() -> Any:
 
 
 def compiled_count(jitted: Any) -> int:
-    """How many programs the `jax.jit` function `jitted` has compiled (its private `_cache_size()`)."""
-    return jitted._cache_size()
+    """How many programs the `jax.jit` function `jitted` has compiled (its private `_cache_size()`); of an
+    `equinox.filter_jit` function, its inner jit's (equinox's private `_cached`)."""
+    return getattr(jitted, "_cached", jitted)._cache_size()

@@ -1,17 +1,18 @@
-"""Pretrained: a loaded checkpoint, callable on token ids, with its model, params, tokenizer and config."""
+"""Pretrained: a loaded checkpoint, callable on text or token ids, with its model, params, tokenizer and config."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
+from ...errors import UsageError
 from .config import DecoderConfig
 from .decoder import Decoder
 from .load import Shardings, leaf_path, load_decoder
@@ -20,10 +21,23 @@ from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["Pretrained", "from_pretrained"]
 
+ReturnType = Literal["logits", "loss", "both"]
+RETURN_TYPES = ("logits", "loss", "both")
+
 
 @eqx.filter_jit
 def _forward(model: Decoder, tokens: jax.Array, attention_mask: jax.Array | None) -> jax.Array:
     return model(tokens, attention_mask)
+
+
+@eqx.filter_jit
+def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Logits, the next-token loss [batch, seq-1] (0 where the target or its context is padding) and its mean."""
+    logits = model(tokens, mask)
+    logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+    valid = (mask[:, 1:] * mask[:, :-1]).astype(jnp.float32)
+    return logits, nll * valid, jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
 
 
 @dataclass
@@ -37,11 +51,66 @@ class Pretrained:
     hf_config: dict[str, Any] = field(repr=False)
     checkpoint_bytes: int = 0
 
-    def __call__(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
-        """Logits [batch, seq, vocab] of token ids [batch, seq] (one compiled program per shape)."""
-        tokens = jnp.asarray(tokens, jnp.int32)
-        mask = None if attention_mask is None else jnp.asarray(attention_mask, jnp.int32)
-        return _forward(self.model, tokens, mask)
+    def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
+        """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
+        `return_type="loss"` the mean next-token loss over real tokens, `"both"` (logits, loss).
+
+        One compiled program per shape and return type.
+        """
+        if return_type not in RETURN_TYPES:
+            raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+        tokens, mask = self._ids(tokens, attention_mask)
+        if return_type == "logits":
+            return _forward(self.model, tokens, mask)
+        logits, _, loss = _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)
+        return loss if return_type == "loss" else (logits, loss)
+
+    def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
+        """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
+        tokens, mask = self._ids(tokens, attention_mask)
+        return _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)[1]
+
+    def _ids(self, given: Any, attention_mask: Any) -> tuple[jax.Array, jax.Array | None]:
+        """Token ids [batch, seq] and mask from ids or text (text through the tokenizer, right-padded)."""
+        if isinstance(given, str) or (isinstance(given, (list, tuple)) and given and isinstance(given[0], str)):
+            if attention_mask is not None:
+                raise UsageError("attention_mask is for token ids; text is tokenized with its own mask")
+            given, attention_mask = self._tokenizer("a text input").to_tokens(given)
+        tokens = jnp.asarray(given)
+        if tokens.dtype.kind not in "iu" or tokens.ndim not in (1, 2):
+            raise UsageError(f"model input: expected a string, a list of strings or integer token ids [batch, seq], "
+                             f"got {tokens.dtype} of shape {tokens.shape}")
+        tokens = jnp.atleast_2d(tokens).astype(jnp.int32)
+        if attention_mask is None:
+            return tokens, None
+        mask = jnp.atleast_2d(jnp.asarray(attention_mask, jnp.int32))
+        if mask.shape != tokens.shape:
+            raise UsageError(f"attention_mask of shape {mask.shape} for tokens of shape {tokens.shape}; expected "
+                             "the same shape")
+        return tokens, mask
+
+    def _tokenizer(self, why: str) -> Tokenizer:
+        if self.tokenizer is None:
+            raise UsageError(f"{why} needs the checkpoint's tokenizer, and {self.path} has no tokenizer.json (or it "
+                             "was loaded with tokenizer=False); pass token ids instead")
+        return self.tokenizer
+
+    def to_tokens(self, texts: str | list[str], prepend_bos: bool | None = None,
+                  padding_side: Literal["left", "right"] = "right") -> tuple[Any, Any]:
+        """The tokenizer's `to_tokens`: (ids, attention_mask), as TransformerLens' model offers it."""
+        return self._tokenizer("to_tokens").to_tokens(texts, prepend_bos, padding_side)
+
+    def to_string(self, ids: Any, mask: Any = None) -> str | list[str]:
+        """The tokenizer's `to_string`: the text of ids, padding dropped."""
+        return self._tokenizer("to_string").to_string(ids, mask)
+
+    def to_str_tokens(self, text_or_ids: Any, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
+        """The tokenizer's `to_str_tokens`: each token as its own string."""
+        return self._tokenizer("to_str_tokens").to_str_tokens(text_or_ids, prepend_bos)
+
+    def to_single_token(self, text: str) -> int:
+        """The tokenizer's `to_single_token`: the id of a one-token text."""
+        return self._tokenizer("to_single_token").to_single_token(text)
 
     @property
     def params(self) -> dict[str, Any]:
