@@ -16,6 +16,7 @@ from hf_models import VOCAB, checkpoint, save_tokenizer, torch_or_skip  # noqa: 
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
 from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models.pretrained import generate  # noqa: E402
 from lenscope.models.pretrained import pretrained as module  # noqa: E402
 
 torch, transformers = torch_or_skip()
@@ -87,3 +88,32 @@ def test_bad_calls_say_what_is_expected(loaded) -> None:
     bare = from_pretrained(model.path, tokenizer=False)
     with pytest.raises(UsageError, match="a text input needs the checkpoint's tokenizer"):
         bare("w1 w2")
+
+
+def test_generate_from_text_is_the_kv_cache_program_on_its_tokens(loaded) -> None:
+    _, model = loaded
+    prompts = ["w1 w2 w3", "w4"]
+    ids, mask = model.to_tokens(prompts, padding_side="left")
+    want = np.asarray(generate(model.model, ids, mask, max_new_tokens=5))
+    assert model.generate(prompts, 5, stop_at_eos=False) == model.to_string(
+        want, np.concatenate([mask, np.ones((2, 5), np.int32)], axis=1))
+    assert model.generate("w1 w2 w3", 5, stop_at_eos=False) == model.generate(prompts, 5, stop_at_eos=False)[0]
+    np.testing.assert_array_equal(model.generate(IDS[:, :4], 3, stop_at_eos=False),
+                                  np.asarray(generate(model.model, IDS[:, :4], max_new_tokens=3)))
+
+
+def test_stop_at_eos_drops_what_follows_the_first_eos(loaded) -> None:
+    _, model = loaded
+    tokenizer, saved = model.tokenizer, model.tokenizer.eos_token_id
+    first = int(np.asarray(generate(model.model, IDS[:1, :4], max_new_tokens=1))[0, -1])
+    prompt, _ = model.to_tokens("w1 w2 w3")
+    first_of_text = int(np.asarray(generate(model.model, prompt, max_new_tokens=1))[0, -1])
+    try:
+        tokenizer.eos_token_id = first  # the first greedy token taken for the EOS: the continuation stops there
+        out = model.generate(IDS[:1, :4], 4)
+        assert out[0, 4] == first and (out[0, 5:] == tokenizer.pad_token_id).all()
+        tokenizer.eos_token_id = first_of_text
+        assert model.generate("w1 w2 w3", 4) == model.to_string(np.append(prompt[0], first_of_text))
+        assert len(model.generate("w1 w2 w3", 4, stop_at_eos=False).split()) == 4 + 4  # <bos>, 3 words, 4 new
+    finally:
+        tokenizer.eos_token_id = saved

@@ -10,11 +10,13 @@ from typing import Any, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh
 
 from ...errors import UsageError
 from .config import DecoderConfig
 from .decoder import Decoder
+from .generate import generate
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .tokenizer import Tokenizer, load_tokenizer
@@ -69,6 +71,35 @@ class Pretrained:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
         tokens, mask = self._ids(tokens, attention_mask)
         return _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)[1]
+
+    def generate(self, input: Any, max_new_tokens: int = 20, *, temperature: float = 0.0, top_k: int | None = None,
+                 key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
+        """Text in, text out (prompt and continuation); ids [batch, seq] in, ids [batch, seq + max_new_tokens] out.
+
+        Greedy unless `temperature > 0` (with an explicit `key`); the KV-cache program of `generate.generate`.
+        With `stop_at_eos`, what follows a row's first generated EOS is dropped from text and set to the pad id in ids.
+        """
+        text = isinstance(input, str) or (isinstance(input, (list, tuple)) and input and isinstance(input[0], str))
+        if text:
+            tokens, mask = self._tokenizer("generating from text").to_tokens(input, padding_side="left")
+        else:
+            tokens, mask = self._ids(input, None)
+            tokens, mask = np.asarray(tokens), np.ones(tokens.shape, np.int32)
+        out = np.array(generate(self.model, tokens, mask, max_new_tokens=max_new_tokens, temperature=temperature,
+                                top_k=top_k, key=key))
+        prompt = tokens.shape[1]
+        keep = np.concatenate([mask, np.ones((out.shape[0], out.shape[1] - prompt), np.int32)], axis=1)
+        eos = self.tokenizer.eos_token_id if self.tokenizer is not None else self.hf_config.get("eos_token_id")
+        if stop_at_eos and isinstance(eos, int):
+            seen = np.cumsum(out[:, prompt:] == eos, axis=1)
+            after = (seen - (out[:, prompt:] == eos)) > 0  # past the first EOS (the EOS itself kept)
+            keep[:, prompt:] &= ~after
+            if not text:
+                out[:, prompt:][after] = self.tokenizer.pad_token_id if self.tokenizer is not None else eos
+        if not text:
+            return out
+        strings = self.tokenizer.to_string(out, keep)
+        return strings[0] if isinstance(input, str) else strings
 
     def _ids(self, given: Any, attention_mask: Any) -> tuple[jax.Array, jax.Array | None]:
         """Token ids [batch, seq] and mask from ids or text (text through the tokenizer, right-padded)."""
