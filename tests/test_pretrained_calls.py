@@ -117,3 +117,21 @@ def test_stop_at_eos_drops_what_follows_the_first_eos(loaded) -> None:
         assert len(model.generate("w1 w2 w3", 4, stop_at_eos=False).split()) == 4 + 4  # <bos>, 3 words, 4 new
     finally:
         tokenizer.eos_token_id = saved
+
+
+def test_cfg_answers_transformerlens_field_names(loaded) -> None:
+    hf, model = loaded
+    c = hf.config
+    cfg = model.cfg
+    assert cfg is model.config
+    assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp, cfg.d_vocab) == (
+        c.n_layer, c.n_embd, c.n_head, c.n_embd // c.n_head, 4 * c.n_embd if c.n_inner is None else c.n_inner,
+        c.vocab_size)
+    assert (cfg.act_fn, cfg.normalization_type, cfg.positional_embedding_type, cfg.eps) == (
+        "gelu_new", "LN", "standard", c.layer_norm_epsilon)
+    assert (cfg.gated_mlp, cfg.parallel_attn_mlp, cfg.rotary_dim, cfg.n_key_value_heads) == (False, False, None,
+                                                                                           c.n_head)
+    llama = from_pretrained(checkpoint("llama")[1], tokenizer=False).cfg
+    assert (llama.act_fn, llama.normalization_type, llama.positional_embedding_type, llama.gated_mlp) == (
+        "silu", "RMS", "rotary", True)
+    assert llama.rotary_dim == llama.d_head and llama.n_key_value_heads == llama.n_kv_heads

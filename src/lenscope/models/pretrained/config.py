@@ -50,6 +50,52 @@ class DecoderConfig:
     tied: bool = False                 # the unembedding is the embedding's transpose
     final_norm: bool = True
 
+    # -- TransformerLens' names (HookedTransformerConfig) for the same facts ----------------
+    @property
+    def d_vocab(self) -> int:
+        """TransformerLens' name of `vocab_size`."""
+        return self.vocab_size
+
+    @property
+    def n_key_value_heads(self) -> int:
+        """TransformerLens' name of `n_kv_heads`."""
+        return self.n_kv_heads
+
+    @property
+    def eps(self) -> float:
+        """TransformerLens' name of `norm_eps`."""
+        return self.norm_eps
+
+    @property
+    def act_fn(self) -> str:
+        """TransformerLens' activation name: gelu_new (the tanh GELU), gelu, silu or relu."""
+        return {"gelu_tanh": "gelu_new"}.get(self.activation, self.activation)
+
+    @property
+    def normalization_type(self) -> str:
+        """TransformerLens' `LN` or `RMS`."""
+        return "LN" if self.norm == "layernorm" else "RMS"
+
+    @property
+    def positional_embedding_type(self) -> str:
+        """TransformerLens' `standard` (learned positions) or `rotary`."""
+        return "rotary" if self.rope_freqs is not None else "standard"
+
+    @property
+    def rotary_dim(self) -> int | None:
+        """TransformerLens' name of `rope_dim` (None with learned positions)."""
+        return self.rope_dim if self.rope_freqs is not None else None
+
+    @property
+    def gated_mlp(self) -> bool:
+        """TransformerLens' name of `gated`."""
+        return self.gated
+
+    @property
+    def parallel_attn_mlp(self) -> bool:
+        """TransformerLens' name of `parallel`."""
+        return self.parallel
+
     def window(self, layer: int) -> int | None:
         """The sliding-window length of one layer (None: full causal)."""
         return None if self.windows is None else self.windows[layer]

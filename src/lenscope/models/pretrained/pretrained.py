@@ -144,6 +144,11 @@ class Pretrained:
         return self._tokenizer("to_single_token").to_single_token(text)
 
     @property
+    def cfg(self) -> DecoderConfig:
+        """The config under TransformerLens' attribute name (it answers their field names too: `d_vocab`, ...)."""
+        return self.config
+
+    @property
     def params(self) -> dict[str, Any]:
         """The model's arrays as nested dicts by path (`blocks/0/attn/query/kernel`), as a trainer holds them."""
         nested: dict[str, Any] = {}
