@@ -12,6 +12,7 @@ def test_pretrained_docs_examples_run(tmp_path, capsys):
     out = capsys.readouterr().out
     expected = ["llama 2 2\n", "[[5, 6, 7, 8], [0, 0, 9, 10]] [[1, 1, 1, 1], [0, 0, 1, 1]]\n",
                 "['w1 w2 w3 w4', 'w5 w6']\n", "['w1', 'w2'] 7\n", "(2, 4, 100)\n", "(2, 3) True\n",
+                "['blocks.0.hook_resid_post', 'blocks.1.hook_resid_post'] (2, 4, 32)\n",
                 "['key', 'out', 'query', 'value']\n", "(2, 4, 4, 4) (2, 4, 32)\n", "(2, 8)\n", "w1 w2 w3\n",
                 "['w1', 'w2', 'w3']\n",
                 "(2, 4) True\n", "1.0 1.0\n", "['blocks/0 (input)', 'blocks/1 (input)', 'blocks/1 (output)']\n",

@@ -5,6 +5,7 @@
 TransformerLens. See docs/pretrained.md.
 """
 
+from .activation_cache import ActivationCache
 from .config import DecoderConfig
 from .decoder import KV, MLP, Attention, Block, Decoder, Unembed, positions_of
 from .families import FAMILIES, decoder_config
@@ -17,7 +18,7 @@ from .processing import process
 from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
-    "FAMILIES", "KV", "MLP", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm", "Pretrained",
-    "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache", "load_tokenizer", "locate",
+    "FAMILIES", "KV", "MLP", "ActivationCache", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm",
+    "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache", "load_tokenizer", "locate",
     "positions_of", "process", "random_decoder",
 ]

@@ -13,7 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from ...capture.capture import discover
+from ...capture.equinox import EquinoxBackend
+from ...capture.patch import record
 from ...errors import UsageError
+from .activation_cache import ActivationCache, hook_names, select_hooks
 from .config import DecoderConfig
 from .decoder import Decoder
 from .generate import generate
@@ -42,6 +46,12 @@ def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.
     return logits, nll * valid, jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
 
 
+def _recorder(paths: tuple[str, ...]) -> Any:
+    """A compiled forward that also returns the outputs at `paths` (one per choice of hooks, kept by the model)."""
+    return eqx.filter_jit(lambda model, tokens, mask: record(lambda t, m: model(t, m), (tokens, mask), list(paths),
+                                                             backend=EquinoxBackend()))
+
+
 @dataclass
 class Pretrained:
     """A checkpoint loaded into the generic Decoder: `pretrained(tokens, attention_mask=None)` gives logits."""
@@ -52,6 +62,8 @@ class Pretrained:
     path: Path
     hf_config: dict[str, Any] = field(repr=False)
     checkpoint_bytes: int = 0
+    _programs: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _hooks: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
@@ -66,6 +78,25 @@ class Pretrained:
             return _forward(self.model, tokens, mask)
         logits, _, loss = _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)
         return loss if return_type == "loss" else (logits, loss)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of the model in call order, as module paths (`blocks/0/hook_resid_post`)."""
+        if not self._hooks:
+            probe = jnp.zeros((1, 2), jnp.int32)
+            self._hooks.extend(hook_names(discover(lambda t: self.model(t), (probe,), backend=EquinoxBackend())))
+        return list(self._hooks)
+
+    def run_with_cache(self, input: Any, names_filter: Any = None,
+                       attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
+        """(logits, ActivationCache) of text or ids, as TransformerLens' `run_with_cache`: one compiled program per
+        shape and choice of hooks. `names_filter`: None (every hook but hook_result, hook_attn_in and hook_mlp_in,
+        as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name."""
+        tokens, mask = self._ids(input, attention_mask)
+        chosen = tuple(select_hooks(self.hook_names(), names_filter))
+        if chosen not in self._programs:
+            self._programs[chosen] = _recorder(chosen)
+        logits, acts = self._programs[chosen](self.model, tokens, mask)
+        return logits, ActivationCache(acts)
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""

@@ -1,0 +1,100 @@
+"""ActivationCache: what `run_with_cache` recorded, read by TransformerLens names, module paths or (name, layer)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...capture.paths import match_paths, tl_alias
+from ...errors import UsageError
+
+__all__ = ["ActivationCache", "hook_names", "select_hooks"]
+
+# TransformerLens leaves these out of its cache unless asked (use_attn_result, use_split_qkv_input, use_hook_mlp_in):
+# each is a copy of the residual stream per head or per block, large and rarely read.
+OPT_IN = ("hook_result", "hook_attn_in", "hook_mlp_in")
+# (name, layer) as TransformerLens' get_act_name reads it: where in block `layer` the hook sits.
+_WITHIN = ("", "attn/", "mlp/", "ln1/", "ln2/")
+
+
+def hook_names(paths: Sequence[str]) -> list[str]:
+    """The hook points among discovered module paths (the last part starts with `hook_`), in call order."""
+    return [p for p in paths if p.rsplit("/", 1)[-1].startswith("hook_")]
+
+
+def select_hooks(hooks: Sequence[str], names_filter: str | Sequence[str] | Callable[[str], bool] | None) -> list[str]:
+    """The hook paths `names_filter` chooses: None (all but OPT_IN), globs or names (dotted or /), or a predicate
+    called with each TransformerLens (dotted) name."""
+    if names_filter is None:
+        return [h for h in hooks if h.rsplit("/", 1)[-1] not in OPT_IN]
+    if callable(names_filter):
+        return [h for h in hooks if names_filter(h.replace("/", "."))]
+    patterns = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+    chosen = match_paths(patterns, hooks)
+    for pattern in patterns:
+        if not match_paths([pattern], hooks):
+            near = difflib.get_close_matches(tl_alias(pattern), hooks, n=3)
+            raise UsageError(f"names_filter {pattern!r} names no hook point of this model; expected a name such as "
+                             f"blocks.0.hook_resid_post (or a glob: blocks.*.attn.hook_z)"
+                             + (f"; nearest: {', '.join(n.replace('/', '.') for n in near)}" if near else ""))
+    return chosen
+
+
+class ActivationCache(Mapping[str, Any]):
+    """Recorded activations by TransformerLens name (`blocks.0.hook_resid_post`), path, or (name, layer)."""
+
+    def __init__(self, activations: Mapping[str, Any], has_batch_dim: bool = True) -> None:
+        self._by_path = dict(activations)
+        self.has_batch_dim = has_batch_dim
+
+    def _path(self, key: str | tuple[str, int]) -> str:
+        if isinstance(key, tuple):
+            name, layer = key
+            short = name if name.startswith("hook_") else f"hook_{name}"
+            for within in _WITHIN:
+                path = f"blocks/{layer}/{within}{short}"
+                if path in self._by_path:
+                    return path
+            raise KeyError(f"{key!r}: no blocks.{layer}.*{short} in this cache")
+        path = tl_alias(key)
+        if path not in self._by_path:
+            near = difflib.get_close_matches(path, list(self._by_path), n=3)
+            raise KeyError(f"{key!r} is not in this cache" + (
+                f"; nearest: {', '.join(n.replace('/', '.') for n in near)}" if near else
+                " (record it: run_with_cache(..., names_filter=...))"))
+        return path
+
+    def __getitem__(self, key: str | tuple[str, int]) -> Any:  # type: ignore[override]
+        return self._by_path[self._path(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return (path.replace("/", ".") for path in self._by_path)
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self._path(key)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            return False
+        return True
+
+    def remove_batch_dim(self) -> ActivationCache:
+        """The cache of a batch of one without its batch axis, as TransformerLens' `remove_batch_dim`."""
+        if not self.has_batch_dim:
+            return self
+        sizes = {np.shape(v)[0] for v in self._by_path.values()}
+        if sizes != {1}:
+            raise UsageError(f"remove_batch_dim needs a batch of one; this cache holds batches of {sorted(sizes)}")
+        return ActivationCache({k: v[0] for k, v in self._by_path.items()}, has_batch_dim=False)
+
+    def to_numpy(self) -> dict[str, np.ndarray]:
+        """Every activation as a NumPy array, by TransformerLens name."""
+        return {path.replace("/", "."): np.asarray(v) for path, v in self._by_path.items()}
+
+    def __repr__(self) -> str:
+        return f"ActivationCache({len(self)} hooks: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"

@@ -1,0 +1,101 @@
+"""`run_with_cache` on a loaded model, as TransformerLens users write it: every default hook equal to
+TransformerLens' on the same GPT-2 weights, names by dotted name, path, glob, predicate or (name, layer), and
+one compiled program per shape and choice of hooks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hf_models import checkpoint, save_tokenizer  # noqa: E402
+
+from lenscope.capture.jax_private import compiled_count  # noqa: E402
+from lenscope.errors import UsageError  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
+    hf, folder = checkpoint("gpt2")
+    save_tokenizer(folder)
+    return hf, from_pretrained(folder)
+
+
+def test_every_default_hook_equals_transformerlens(loaded) -> None:
+    torch = pytest.importorskip("torch")
+    lens = pytest.importorskip("transformer_lens", reason="pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'")
+    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+
+    hf, model = loaded
+    c = hf.config
+    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=8,
+                                       n_heads=c.n_head, d_vocab=c.vocab_size, d_mlp=4 * c.n_embd,
+                                       act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
+                                       device="cpu")
+    tl = lens.HookedTransformer(cfg)
+    tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
+    tl.eval()
+    ids = np.random.default_rng(0).integers(4, c.vocab_size, (2, 7))
+    with torch.no_grad():
+        tl_logits, theirs = tl.run_with_cache(torch.tensor(ids))
+    logits, ours = model.run_with_cache(ids)
+    np.testing.assert_allclose(np.asarray(logits), tl_logits.numpy(), atol=1e-4, rtol=0)
+    assert set(ours) <= set(theirs.keys()), sorted(set(ours) - set(theirs.keys()))
+    assert len(ours) >= 12 * c.n_layer  # the residual stream, attention (q k v scores pattern z), MLP, norms
+    for name in ours:
+        want, got = theirs[name].numpy(), np.asarray(ours[name])
+        if name.endswith("hook_normalized"):  # TransformerLens' is before the norm's weight and bias, ours after
+            norm = tl.get_submodule(name.rsplit(".", 1)[0])
+            want = want * norm.w.detach().numpy() + norm.b.detach().numpy()
+        finite = np.isfinite(want)  # masked attention scores: -inf there, a large negative number here
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got[finite], want[finite], atol=1e-4, rtol=0, err_msg=name)
+
+
+def test_names_by_dotted_name_path_glob_predicate_or_name_and_layer(loaded) -> None:
+    _, model = loaded
+    ids, _ = model.to_tokens(["w1 w2 w3"])
+    _, every = model.run_with_cache(ids)
+    _, one = model.run_with_cache(ids, names_filter="blocks.1.hook_resid_post")
+    assert list(one) == ["blocks.1.hook_resid_post"]
+    np.testing.assert_allclose(np.asarray(one["blocks/1/hook_resid_post"]),
+                                  np.asarray(every["blocks.1.hook_resid_post"]), atol=1e-5)
+    _, globbed = model.run_with_cache(ids, names_filter=["blocks.*.attn.hook_z"])
+    assert list(globbed) == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
+    _, picked = model.run_with_cache(ids, names_filter=lambda name: name.endswith("hook_pattern"))
+    np.testing.assert_allclose(np.asarray(picked[("pattern", 1)]), np.asarray(every["blocks.1.attn.hook_pattern"]),
+                               atol=1e-5)
+    assert ("resid_pre", 0) in every and ("hook_post", 1) in every and "blocks.1.attn.hook_result" not in every
+    _, opted = model.run_with_cache(ids, names_filter="blocks.0.attn.hook_result")
+    assert opted["blocks.0.attn.hook_result"].shape == (1, 4, 4, 32)  # per head: asked for, as in TransformerLens
+    single = every.remove_batch_dim()
+    assert single["blocks.0.hook_resid_pre"].shape == (4, 32) and isinstance(single.to_numpy()["hook_embed"],
+                                                                               np.ndarray)
+    text_logits, _ = model.run_with_cache("w1 w2 w3", names_filter="hook_embed")
+    np.testing.assert_allclose(np.asarray(text_logits), np.asarray(model(ids)), atol=1e-5)
+
+
+def test_one_program_per_shape_and_choice_of_hooks(loaded) -> None:
+    _, model = loaded
+    ids = np.random.default_rng(1).integers(4, 50, (2, 5))
+    model.run_with_cache(ids, names_filter="blocks.*.hook_resid_post")
+    program = model._programs[("blocks/0/hook_resid_post", "blocks/1/hook_resid_post")]
+    model.run_with_cache(ids + 1, names_filter=["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"])
+    assert compiled_count(program) == 1  # the same hooks, however named, and the same shape: one program
+    model.run_with_cache(ids[:, :4], names_filter="blocks.*.hook_resid_post")
+    assert compiled_count(program) == 2  # a new length: a new program
+
+
+def test_bad_names_say_the_nearest(loaded) -> None:
+    _, model = loaded
+    with pytest.raises(UsageError, match=r"'blocks.0.hook_resid_pots' names no hook point.*nearest: "
+                                         r"blocks.0.hook_resid_post"):
+        model.run_with_cache(np.ones((1, 3), np.int32), names_filter="blocks.0.hook_resid_pots")
+    _, cache = model.run_with_cache(np.ones((1, 3), np.int32), names_filter="blocks.0.hook_resid_post")
+    with pytest.raises(KeyError, match="nearest: blocks.0.hook_resid_post"):
+        cache["blocks.0.hook_resid_pre"]
