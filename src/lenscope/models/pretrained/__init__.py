@@ -19,6 +19,6 @@ from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
     "FAMILIES", "KV", "MLP", "ActivationCache", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm",
-    "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache", "load_tokenizer", "locate",
-    "positions_of", "process", "random_decoder",
+    "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache",
+    "load_tokenizer", "locate", "positions_of", "process", "random_decoder",
 ]
