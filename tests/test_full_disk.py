@@ -9,12 +9,15 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import lenscope_cmd
 from xor_job import XOR_JOB
 
 from lenscope.store import Store
 from lenscope.store.leases import owner, stale
+from lenscope.training.checkpoint import read_checkpoint
+from lenscope.training.state import flat_paths
 
 FILL = textwrap.dedent('''
 
@@ -77,6 +80,20 @@ def test_a_run_that_fills_the_disk_can_be_resumed_once_space_is_freed(small_fs, 
     with Store(store) as opened:
         head = max(opened.query().all(), key=lambda n: n.seq)
         assert head.seq == 4 and opened.status(head) == "done"
+        ours = flat_paths(read_checkpoint(opened.checkpoint(head)))
+
+    # the same final state as a run the disk never stopped (same job and config, a store on the real disk)
+    reference = tmp_path / "reference"
+    job, config = args[1], args[5:]
+    whole = subprocess.run(lenscope_cmd("run", job, "--store", str(reference), f"logging/results={tmp_path / 'out'}",
+                                        *config), capture_output=True, text=True,
+                           env={**env, "LENSCOPE_TEST_FILL": ""}, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    with Store(reference) as opened:
+        want = flat_paths(read_checkpoint(opened.checkpoint(whole.stdout.strip().splitlines()[-1].split()[1])))
+    assert ours.keys() == want.keys()
+    for key in ours:
+        np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(want[key]), err_msg=key)
 
 
 ENDS_ON_A_FULL_DISK = """
