@@ -1,6 +1,6 @@
-"""`run_with_cache` on a loaded model, as TransformerLens users write it: every default hook equal to
-TransformerLens' on the same GPT-2 weights, names by dotted name, path, glob, predicate or (name, layer), and
-one compiled program per shape and choice of hooks."""
+"""`run_with_cache` and `run_with_hooks` on a loaded model, as TransformerLens users write them: every default
+hook and an ablation equal to TransformerLens' on the same GPT-2 weights, names by dotted name, path, glob,
+predicate or (name, layer), and one compiled program per shape and choice of hooks."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ def loaded():
     return hf, from_pretrained(folder)
 
 
-def test_every_default_hook_equals_transformerlens(loaded) -> None:
-    torch = pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def lens_model(loaded):
+    """TransformerLens' HookedTransformer on the same GPT-2 weights (no weight processing)."""
     lens = pytest.importorskip("transformer_lens", reason="pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'")
     from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
 
-    hf, model = loaded
+    hf, _ = loaded
     c = hf.config
     cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=8,
                                        n_heads=c.n_head, d_vocab=c.vocab_size, d_mlp=4 * c.n_embd,
@@ -39,7 +40,13 @@ def test_every_default_hook_equals_transformerlens(loaded) -> None:
                                        device="cpu")
     tl = lens.HookedTransformer(cfg)
     tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
-    tl.eval()
+    return tl.eval()
+
+
+def test_every_default_hook_equals_transformerlens(loaded, lens_model) -> None:
+    torch = pytest.importorskip("torch")
+    hf, model = loaded
+    c, tl = hf.config, lens_model
     ids = np.random.default_rng(0).integers(4, c.vocab_size, (2, 7))
     with torch.no_grad():
         tl_logits, theirs = tl.run_with_cache(torch.tensor(ids))
@@ -99,3 +106,52 @@ def test_bad_names_say_the_nearest(loaded) -> None:
     _, cache = model.run_with_cache(np.ones((1, 3), np.int32), names_filter="blocks.0.hook_resid_post")
     with pytest.raises(KeyError, match="nearest: blocks.0.hook_resid_post"):
         cache["blocks.0.hook_resid_pre"]
+
+
+def test_run_with_hooks_ablates_as_transformerlens_does(loaded, lens_model) -> None:
+    torch = pytest.importorskip("torch")
+    _, model = loaded
+    ids = np.random.default_rng(2).integers(4, 50, (2, 6))
+
+    def tl_zero(x, hook):
+        return torch.zeros_like(x)
+
+    def tl_head(x, hook):
+        x = x.clone()
+        x[:, :, 1] = 0.0
+        return x
+
+    def zero(x, hook):
+        return x * 0.0
+
+    def head(x, hook):
+        return x.at[:, :, 1].set(0.0)
+
+    with torch.no_grad():
+        ablated = lens_model.run_with_hooks(torch.tensor(ids), fwd_hooks=[
+            ("blocks.0.hook_attn_out", tl_zero), ("blocks.1.attn.hook_z", tl_head)]).numpy()
+    got = model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_attn_out", zero), ("blocks.1.attn.hook_z", head)])
+    np.testing.assert_allclose(np.asarray(got), ablated, atol=1e-4, rtol=0)
+    assert np.abs(np.asarray(model(ids)) - ablated).max() > 1e-2  # the ablation changed the logits
+
+
+def test_hooks_see_their_name_none_changes_nothing_and_programs_are_reused(loaded) -> None:
+    _, model = loaded
+    ids = np.random.default_rng(3).integers(4, 50, (1, 5))
+    seen = []
+
+    def look(x, hook):
+        seen.append((hook.name, hook.layer, x.shape))  # while tracing: once per program
+
+    plain = np.asarray(model(ids))
+    np.testing.assert_allclose(np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.*.hook_resid_post", look)])),
+                               plain, atol=1e-5)
+    assert seen == [("blocks.0.hook_resid_post", 0, (1, 5, 32)), ("blocks.1.hook_resid_post", 1, (1, 5, 32))]
+    model.run_with_hooks(ids + 1, fwd_hooks=[(lambda name: name.endswith("hook_resid_post"), look)])
+    assert len(seen) == 2  # the same hook points and function: the same program, not traced again
+    loss = model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_post", look)], return_type="loss")
+    assert float(loss) == pytest.approx(float(model(ids, return_type="loss")), abs=1e-5)
+    with pytest.raises(UsageError, match=r"fwd_hooks\[0\]: expected a pair"):
+        model.run_with_hooks(ids, fwd_hooks=[look])
+    with pytest.raises(UsageError, match="nearest: blocks.0.hook_resid_post"):
+        model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_pots", look)])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +23,7 @@ from .activation_cache import ActivationCache, hook_names, select_hooks
 from .config import DecoderConfig
 from .decoder import Decoder
 from .generate import generate
+from .hooked import HookSpec, hook_spec, hooked_forward
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .tokenizer import Tokenizer, load_tokenizer
@@ -36,14 +39,23 @@ def _forward(model: Decoder, tokens: jax.Array, attention_mask: jax.Array | None
     return model(tokens, attention_mask)
 
 
-@eqx.filter_jit
-def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Logits, the next-token loss [batch, seq-1] (0 where the target or its context is padding) and its mean."""
-    logits = model(tokens, mask)
+def _next_token_loss(logits: jax.Array, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The next-token loss [batch, seq-1] (0 where the target or its context is padding) and its mean."""
     logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
     nll = -jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
     valid = (mask[:, 1:] * mask[:, :-1]).astype(jnp.float32)
-    return logits, nll * valid, jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+    return nll * valid, jnp.sum(nll * valid) / jnp.maximum(jnp.sum(valid), 1.0)
+
+
+@eqx.filter_jit
+def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Logits, the next-token loss [batch, seq-1] and its mean, in one program."""
+    logits = model(tokens, mask)
+    return (logits, *_next_token_loss(logits, tokens, mask))
+
+
+_loss_of = jax.jit(_next_token_loss)
+HOOKED_KEPT = 8  # run_with_hooks keeps the programs of this many recent choices of hooks
 
 
 def _recorder(paths: tuple[str, ...]) -> Any:
@@ -64,6 +76,7 @@ class Pretrained:
     checkpoint_bytes: int = 0
     _programs: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _hooks: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _hooked: OrderedDict[HookSpec, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
@@ -97,6 +110,26 @@ class Pretrained:
             self._programs[chosen] = _recorder(chosen)
         logits, acts = self._programs[chosen](self.model, tokens, mask)
         return logits, ActivationCache(acts)
+
+    def run_with_hooks(self, input: Any, fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]] = (),
+                       attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
+        """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` is compiled into
+        the forward, and `fn`'s result replaces the activation (None leaves it). The programs of the last
+        HOOKED_KEPT choices of hooks are kept: define hook functions once, not a new lambda per call."""
+        if return_type not in RETURN_TYPES:
+            raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+        tokens, mask = self._ids(input, attention_mask)
+        spec = hook_spec(fwd_hooks, self.hook_names())
+        if spec not in self._hooked:
+            self._hooked[spec] = hooked_forward(spec)
+            while len(self._hooked) > HOOKED_KEPT:
+                self._hooked.popitem(last=False)
+        self._hooked.move_to_end(spec)
+        logits = self._hooked[spec](self.model, tokens, mask)
+        if return_type == "logits":
+            return logits
+        loss = _loss_of(logits, tokens, jnp.ones_like(tokens) if mask is None else mask)[1]
+        return loss if return_type == "loss" else (logits, loss)
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
