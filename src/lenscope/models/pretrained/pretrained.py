@@ -55,6 +55,21 @@ def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.
 
 
 _loss_of = jax.jit(_next_token_loss)
+
+
+def _check_return_type(return_type: str) -> None:
+    if return_type not in RETURN_TYPES:
+        raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+
+
+def _is_text(given: Any) -> bool:
+    """A string or a nonempty list/tuple of strings (anything else is read as token ids)."""
+    return isinstance(given, str) or (isinstance(given, (list, tuple)) and bool(given) and isinstance(given[0], str))
+
+
+def _full(tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """The mask, or every position real when there is none."""
+    return jnp.ones_like(tokens) if mask is None else mask
 HOOKED_KEPT = 8  # run_with_hooks keeps the programs of this many recent choices of hooks
 
 
@@ -84,12 +99,11 @@ class Pretrained:
 
         One compiled program per shape and return type.
         """
-        if return_type not in RETURN_TYPES:
-            raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+        _check_return_type(return_type)
         tokens, mask = self._ids(tokens, attention_mask)
         if return_type == "logits":
             return _forward(self.model, tokens, mask)
-        logits, _, loss = _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)
+        logits, _, loss = _with_loss(self.model, tokens, _full(tokens, mask))
         return loss if return_type == "loss" else (logits, loss)
 
     def hook_names(self) -> list[str]:
@@ -116,8 +130,7 @@ class Pretrained:
         """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` is compiled into
         the forward, and `fn`'s result replaces the activation (None leaves it). The programs of the last
         HOOKED_KEPT choices of hooks are kept: define hook functions once, not a new lambda per call."""
-        if return_type not in RETURN_TYPES:
-            raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+        _check_return_type(return_type)
         tokens, mask = self._ids(input, attention_mask)
         spec = hook_spec(fwd_hooks, self.hook_names())
         if spec not in self._hooked:
@@ -128,13 +141,13 @@ class Pretrained:
         logits = self._hooked[spec](self.model, tokens, mask)
         if return_type == "logits":
             return logits
-        loss = _loss_of(logits, tokens, jnp.ones_like(tokens) if mask is None else mask)[1]
+        loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
         return loss if return_type == "loss" else (logits, loss)
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
         tokens, mask = self._ids(tokens, attention_mask)
-        return _with_loss(self.model, tokens, jnp.ones_like(tokens) if mask is None else mask)[1]
+        return _with_loss(self.model, tokens, _full(tokens, mask))[1]
 
     def generate(self, input: Any, max_new_tokens: int = 20, *, temperature: float = 0.0, top_k: int | None = None,
                  key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
@@ -143,7 +156,7 @@ class Pretrained:
         Greedy unless `temperature > 0` (with an explicit `key`); the KV-cache program of `generate.generate`.
         With `stop_at_eos`, what follows a row's first generated EOS is dropped from text and set to the pad id in ids.
         """
-        text = isinstance(input, str) or (isinstance(input, (list, tuple)) and input and isinstance(input[0], str))
+        text = _is_text(input)
         if text:
             tokens, mask = self._tokenizer("generating from text").to_tokens(input, padding_side="left")
         else:
@@ -167,7 +180,7 @@ class Pretrained:
 
     def _ids(self, given: Any, attention_mask: Any) -> tuple[jax.Array, jax.Array | None]:
         """Token ids [batch, seq] and mask from ids or text (text through the tokenizer, right-padded)."""
-        if isinstance(given, str) or (isinstance(given, (list, tuple)) and given and isinstance(given[0], str)):
+        if _is_text(given):
             if attention_mask is not None:
                 raise UsageError("attention_mask is for token ids; text is tokenized with its own mask")
             given, attention_mask = self._tokenizer("a text input").to_tokens(given)
