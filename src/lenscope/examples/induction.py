@@ -53,6 +53,11 @@ class InductionConfig(LmConfig, InductionAnalysisConfig):
     seq_len: int = field("data/seq_len", default=128, gt=0, help="tokens per row (the context)")
     validation_fraction: float = field("data/validation_fraction", default=0.05, ge=0, lt=1,
                                        help="documents held out for validation, by a hash of their names")
+    repeat_fraction: float = field("data/repeat_fraction", default=1.0, ge=0, le=1,
+                                   help="share of training rows carrying a repeated span (the study's corpus variant)")
+    repeat_mode: Literal["span", "half", "random"] = field(
+        "data/repeat_mode", default="random",
+        help="random: a span of random ids and its repeat at a random point of real text (docs/induction.md)")
     steps: int = field("training/steps", default=12000)
     batch_size: int = field("training/batch_size", default=16)
     lr: float = field("optimization/lr", default=3e-3)

@@ -29,6 +29,7 @@ from .induction_scores import (
     repeated_halves,
     repeated_tokens,
 )
+from .lm_scratch import repeat_rows
 
 __all__ = ["InductionHeads", "InductionView", "PositionLoss", "RepeatedTokens"]
 
@@ -79,27 +80,53 @@ class PositionLoss(InductionView):
 
     def analysis_batch(self) -> dict[str, jax.Array]:
         """The first `analysis/text_rows` validation rows, whole (inputs and the last target: data/seq_len + 1
-        tokens, so every position's next token is in the row), the same rows at every step."""
+        tokens, so every position's next token is in the row), the same rows at every step; when training rows
+        carry repeats (data/repeat_fraction), the same rows again with the training variant applied after them."""
         split = self.data.splits["validation"]
         rows = np.concatenate([split["inputs"], split["targets"][:, -1:]], axis=1)[: self.args.text_rows]
+        if self.args.repeat_fraction > 0 and self.args.family is not None:
+            rows = np.concatenate([rows, self.variant_rows(rows)])
         return self.placement.place_batch({"inputs": rows})
 
+    def variant_rows(self, rows: np.ndarray) -> np.ndarray:
+        """`rows` with the training rows' repeat variant applied (the same draw at every step)."""
+        a, tokens = self.args, self.tokenized
+        split = "validation" if a.validation_fraction > 0 else "train"
+        return repeat_rows(rows, a.repeat_fraction, a.seed + 1, a.repeat_mode, tokens.streams[split],
+                           tokens.starts[split], tokens.tokenizer().get_vocab_size())
+
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, jax.Array]:
-        """Mean loss at each position and the in-context-learning score."""
-        per_position = self.forward(layers, inputs)[1].mean(axis=0)
-        return {"loss": per_position, "icl_score": in_context_score(per_position)}
+        """Mean loss at each position and the in-context-learning score (plain text; and on the variant's rows)."""
+        losses = self.forward(layers, inputs)[1]
+        plain = min(len(losses), self.args.text_rows)
+        per_position = losses[:plain].mean(axis=0)
+        out = {"loss": per_position, "icl_score": in_context_score(per_position)}
+        if len(losses) > plain:
+            variant = losses[plain:].mean(axis=0)
+            out |= {"variant_loss": variant, "variant_icl_score": in_context_score(variant)}
+        return out
 
     def values(self, results: Mapping[str, Any]) -> dict[str, Any]:
-        """icl_score, the early and late windows' loss, and the mean."""
-        loss = results["loss"]
-        early, late = icl_windows(len(loss))
-        return {"icl_score": float(results["icl_score"]), "early": float(loss[early].mean()),
-                "late": float(loss[late].mean()), "mean": float(loss.mean())}
+        """icl_score, the early and late windows' loss and the mean; the same under `variant/` for the variant."""
+        out = _window_values(results["loss"], results["icl_score"])
+        if "variant_loss" in results:
+            out["variant"] = _window_values(results["variant_loss"], results["variant_icl_score"])
+        return out
 
     def plot(self, results: Mapping[str, Any]) -> Any:
-        """The loss against the position, titled with the score."""
-        return self.line(None, {"loss": results["loss"]}, xlabel="token position", ylabel="loss (nats)",
+        """The loss against the position (plain text, and the training variant's rows), titled with the score."""
+        curves = {"validation text": results["loss"]}
+        if "variant_loss" in results:
+            curves["with the training variant's repeats"] = results["variant_loss"]
+        return self.line(None, curves, xlabel="token position", ylabel="loss (nats)",
                          title=f"Loss by position at {self.node} (ICL {float(results['icl_score']):+.3f})")
+
+
+def _window_values(loss: Any, score: Any) -> dict[str, float]:
+    """The in-context-learning score, the early and late windows' mean loss, and the mean over positions."""
+    early, late = icl_windows(len(loss))
+    return {"icl_score": float(score), "early": float(loss[early].mean()), "late": float(loss[late].mean()),
+            "mean": float(loss.mean())}
 
 
 @job("induction/repeated_tokens")

@@ -27,8 +27,8 @@ from ..errors import ConfigError
 from ..models.pretrained import Decoder, Pretrained, Tokenizer, decoder_config, random_decoder
 from .lm_corpus import EOS, Tokenized
 
-__all__ = ["FAMILIES", "ScratchConfig", "hf_config", "scratch_model", "scratch_optimizer", "scratch_rows",
-           "scratch_schedule"]
+__all__ = ["FAMILIES", "ScratchConfig", "hf_config", "repeat_rows", "scratch_model", "scratch_optimizer",
+           "scratch_rows", "scratch_schedule"]
 
 FAMILIES = ("gpt2", "gpt_neox", "llama")
 
@@ -162,17 +162,25 @@ def scratch_rows(stream: np.ndarray, starts: np.ndarray, seq_len: int, repeat_fr
         raise ConfigError(f"the split has {len(stream)} tokens, fewer than one row of data/seq_len + 1 = {width}")
     rows = stream[: count * width].reshape(count, width).copy()
     if repeat_fraction > 0:
-        rng = np.random.default_rng([seed, 1])
-        if mode == "random" and vocab < 2:
-            raise ConfigError(f"data/repeat_mode=random draws ids below the vocabulary's size; got vocab={vocab}")
-        for i in np.flatnonzero(rng.random(count) < repeat_fraction):
-            row = _random_repeat(rows[i], vocab, rng) if mode == "random" else _repeating_row(stream, starts, width,
-                                                                                                rng, mode)
-            if row is not None:
-                rows[i] = row
+        rows = repeat_rows(rows, repeat_fraction, seed, mode, stream, starts, vocab)
     ones = np.ones((count, seq_len), np.int32)
     return {"inputs": rows[:, :-1], "targets": rows[:, 1:], "attention_mask": ones, "target_mask": ones,
             "labels": rows[:, -1]}
+
+
+def repeat_rows(rows: np.ndarray, fraction: float, seed: int, mode: str, stream: np.ndarray, starts: np.ndarray,
+                vocab: int) -> np.ndarray:
+    """A copy of `rows` with a `fraction` of them (drawn from `seed`) replaced by the repeat variant `mode`."""
+    if mode == "random" and vocab < 2:
+        raise ConfigError(f"data/repeat_mode=random draws ids below the vocabulary's size; got vocab={vocab}")
+    rows, width = rows.copy(), rows.shape[1]
+    rng = np.random.default_rng([seed, 1])
+    for i in np.flatnonzero(rng.random(len(rows)) < fraction):
+        row = _random_repeat(rows[i], vocab, rng) if mode == "random" else _repeating_row(stream, starts, width, rng,
+                                                                                            mode)
+        if row is not None:
+            rows[i] = row
+    return rows
 
 
 def scratch_schedule(args: Any) -> optax.Schedule:
