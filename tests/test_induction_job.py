@@ -109,8 +109,10 @@ def test_standalone_analysis_on_the_checkpoint_and_a_changed_corpus(study):
     standalone = {k: v for k, v in store.values(main).items() if k.startswith("analysis/induction_heads/")}
     assert standalone == tandem and len(tandem) == 2 * len(HEADS) + 4              # the same numbers
     store.close()
+    original = (root / "text" / "two.txt").read_text()
     (root / "text" / "two.txt").write_text("omega tau\n" * 30)
     changed = subprocess.run([*env_python, f"store/url={root / 'runs'}"], capture_output=True, text=True, cwd=root)
+    (root / "text" / "two.txt").write_text(original)                     # the later tests read the model's corpus
     assert changed.returncode == 2 and "was trained on a corpus with SHA-256" in changed.stderr
 
 
@@ -127,3 +129,59 @@ def test_repeated_sequences_longer_than_a_row_are_refused_before_anything_is_wri
                            f"store/url={tmp_path / 'runs'}"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and "analysis/repeat_len=64" in done.stderr and "<= 32" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def _without_head(trainer, block: int, head: int):
+    """The checkpoint's model with one head's rows of the output projection zeroed: an independent ablation."""
+    import equinox as eqx
+
+    model = trainer.module(trainer.state.params)
+    kernel = model.blocks[block].attn.out.kernel                    # [heads, d_head, d_model]
+    return eqx.tree_at(lambda m: m.blocks[block].attn.out.kernel, model, kernel.at[head].set(0))
+
+
+def test_head_ablation_on_the_checkpoint_equals_zeroing_the_heads_weights(study):
+    root, overrides, main = study
+    node = run_job("induction/ablate", overrides, base=main, store=root / "runs")
+    assert node == main                                                    # the values land on the checkpoint's node
+    trainer = InductionTrainer(overrides, base=main, store=root / "runs")
+    trainer.setup()
+    values = trainer.store.values(main)
+    rows = repeated_tokens(4, 8, trainer.pretrained.config.vocab_size, seed=0)
+    for block, head in ((0, 1), (1, 0)):
+        first, repeated = repeated_halves(position_losses(_without_head(trainer, block, head)(rows), rows), 8)
+        recorded = values[f"analysis/head_ablation/each/L{block}H{head}/advantage"]
+        assert float(first - repeated) == pytest.approx(recorded, rel=1e-4, abs=1e-5)
+    base = values["analysis/head_ablation/base/advantage"]
+    assert base == pytest.approx(values["analysis/repeated_tokens/advantage"], rel=1e-5)
+    assert values["analysis/head_ablation/removed_top"] == pytest.approx(
+        1 - values["analysis/head_ablation/top/advantage"] / base)
+    assert values["analysis/head_ablation/top_heads"] == values["analysis/induction_heads/prefix_best"]
+    assert values["analysis/head_ablation/other_heads"] != values["analysis/head_ablation/top_heads"]
+    assert trainer.store.artifact(main, "head_ablation").content.startswith(b"%PDF")
+    trainer.cleanup()
+
+
+def test_head_patching_restores_nothing_before_the_last_blocks_heads_can_act(study):
+    from lenscope.examples.induction_interventions import HeadPatching
+
+    root, overrides, main = study
+    analysis = HeadPatching(overrides, base=main, store=root / "runs")
+    analysis.setup()
+    results = analysis.compute()
+    grid = np.asarray(results["grid"])
+    assert grid.shape == (len(HEADS), 2 * 8 + 1)                          # heads x positions of [BOS, r, r]
+    # a last-block head at position p changes only the logits at p: before copy 2's predictions, nothing
+    np.testing.assert_allclose(grid[2:, :8], 0, atol=1e-5)
+    batch = analysis.analysis_batch()
+    clean = np.asarray(batch["inputs"])
+    logits = analysis.module(analysis.state.params)(clean)
+    assert float(results["clean"]) == pytest.approx(float(repeated_halves(position_losses(logits, clean), 8)[1]),
+                                                    rel=1e-5)
+    assert (np.asarray(batch["corrupted"])[:, 9:] == clean[:, 9:]).all()     # only copy 1 differs
+    assert (np.asarray(batch["corrupted"])[:, 1:9] != clean[:, 1:9]).any()
+    analysis.run()
+    values = analysis.store.values(main)
+    assert values["analysis/head_patching/best_head"] in HEADS
+    assert set(values) >= {f"analysis/head_patching/whole/{h}" for h in HEADS}
+    analysis.cleanup()

@@ -35,6 +35,8 @@ BUILTIN_JOBS = {
     "induction/position_loss": "lenscope.examples.induction_analyses",
     "induction/repeated_tokens": "lenscope.examples.induction_analyses",
     "induction/heads": "lenscope.examples.induction_analyses",
+    "induction/ablate": "lenscope.examples.induction_interventions",
+    "induction/patch": "lenscope.examples.induction_interventions",
     "lm/train": "lenscope.examples.lm",
     "lm/eval": "lenscope.examples.lm",
     "lm/sae": "lenscope.examples.lm_dictionaries",

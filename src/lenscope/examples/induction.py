@@ -33,6 +33,11 @@ class InductionAnalysisConfig:
                              help="sequences of repeated random tokens the repeated-half loss and head scores average")
     repeat_len: int = field("analysis/repeat_len", default=64, ge=2,
                             help="random tokens repeated once in each sequence (2 x this <= data/seq_len)")
+    ablate_heads: int = field("analysis/ablate_heads", default=1, ge=1,
+                              help="heads zeroed together by induction/ablate: the top induction heads, and as many "
+                                   "heads neither score marks")
+    patch_rows: int = field("analysis/patch_rows", default=8, ge=1,
+                            help="repeated-token sequences induction/patch patches each head at each position on")
 
 
 @dataclass

@@ -43,7 +43,7 @@ class InductionView(AnalysisBase[InductionConfig, Decoder], InductionTrainer):
         """The root (for the logits) and every block's attention, in block order."""
         return ["", *[p for p in paths if ATTENTION.fullmatch(p)]]
 
-    def forward(self, layers: list[Any], inputs: list[Any]) -> tuple[jax.Array, jax.Array, list[jax.Array]]:
+    def captured(self, layers: list[Any], inputs: list[Any]) -> tuple[jax.Array, jax.Array, list[jax.Array]]:
         """(tokens [b, s], loss by position [b, s - 1], each block's pattern [b, heads, q, k]) of the captured call."""
         root, *attention = zip(layers, inputs)
         tokens = root[1]["tokens"]
@@ -60,6 +60,25 @@ class InductionView(AnalysisBase[InductionConfig, Decoder], InductionTrainer):
             return None
         self.lineage.record(json_values(self.NAME, self.values(results)))
         return self.save_output(self.plot(results))
+
+    @property
+    def has_variant(self) -> bool:
+        """Whether the training rows carry repeats (data/repeat_fraction on a model trained from scratch)."""
+        return self.args.repeat_fraction > 0 and self.args.family is not None
+
+    def text_rows(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The first `analysis/text_rows` validation rows, whole (inputs and the last target: data/seq_len + 1
+        tokens, so every position's next token is in the row), the same rows at every step; and, when training
+        rows carry repeats (data/repeat_fraction), those rows with the training variant applied (else None)."""
+        a = self.args
+        split = self.data.splits["validation"]
+        rows = np.concatenate([split["inputs"], split["targets"][:, -1:]], axis=1)[: a.text_rows]
+        if not self.has_variant:
+            return rows, None
+        tokens = self.tokenized
+        name = "validation" if a.validation_fraction > 0 else "train"
+        return rows, repeat_rows(rows, a.repeat_fraction, a.seed + 1, a.repeat_mode, tokens.streams[name],
+                                 tokens.starts[name], tokens.tokenizer().get_vocab_size())
 
     def repeated_batch(self) -> dict[str, jax.Array]:
         """`analysis/repeat_rows` sequences of `analysis/repeat_len` random tokens repeated, fixed by the seed."""
@@ -79,29 +98,17 @@ class PositionLoss(InductionView):
         return [""]
 
     def analysis_batch(self) -> dict[str, jax.Array]:
-        """The first `analysis/text_rows` validation rows, whole (inputs and the last target: data/seq_len + 1
-        tokens, so every position's next token is in the row), the same rows at every step; when training rows
-        carry repeats (data/repeat_fraction), the same rows again with the training variant applied after them."""
-        split = self.data.splits["validation"]
-        rows = np.concatenate([split["inputs"], split["targets"][:, -1:]], axis=1)[: self.args.text_rows]
-        if self.args.repeat_fraction > 0 and self.args.family is not None:
-            rows = np.concatenate([rows, self.variant_rows(rows)])
-        return self.placement.place_batch({"inputs": rows})
-
-    def variant_rows(self, rows: np.ndarray) -> np.ndarray:
-        """`rows` with the training rows' repeat variant applied (the same draw at every step)."""
-        a, tokens = self.args, self.tokenized
-        split = "validation" if a.validation_fraction > 0 else "train"
-        return repeat_rows(rows, a.repeat_fraction, a.seed + 1, a.repeat_mode, tokens.streams[split],
-                           tokens.starts[split], tokens.tokenizer().get_vocab_size())
+        """The validation rows of `text_rows()`: the plain ones, then (when there are) those with the variant."""
+        plain, variant = self.text_rows()
+        return self.placement.place_batch({"inputs": plain if variant is None else np.concatenate([plain, variant])})
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, jax.Array]:
         """Mean loss at each position and the in-context-learning score (plain text; and on the variant's rows)."""
-        losses = self.forward(layers, inputs)[1]
-        plain = min(len(losses), self.args.text_rows)
+        losses = self.captured(layers, inputs)[1]
+        plain = len(losses) // 2 if self.has_variant else len(losses)
         per_position = losses[:plain].mean(axis=0)
         out = {"loss": per_position, "icl_score": in_context_score(per_position)}
-        if len(losses) > plain:
+        if self.has_variant:
             variant = losses[plain:].mean(axis=0)
             out |= {"variant_loss": variant, "variant_icl_score": in_context_score(variant)}
         return out
@@ -145,7 +152,7 @@ class RepeatedTokens(InductionView):
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, jax.Array]:
         """Mean loss at each position, and on each copy's tokens 1..L-1."""
-        losses = self.forward(layers, inputs)[1]
+        losses = self.captured(layers, inputs)[1]
         first, second = repeated_halves(losses, self.args.repeat_len)
         return {"loss": losses.mean(axis=0), "first": first, "repeated": second}
 
@@ -173,7 +180,7 @@ class InductionHeads(InductionView):
 
     def analyze(self, layers: list[Any], inputs: list[Any]) -> dict[str, jax.Array]:
         """[blocks, heads] of both scores."""
-        patterns = self.forward(layers, inputs)[2]
+        patterns = self.captured(layers, inputs)[2]
         return {"prefix": jnp.stack([prefix_matching(p, self.args.repeat_len) for p in patterns]),
                 "previous": jnp.stack([previous_token(p) for p in patterns])}
 
