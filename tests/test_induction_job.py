@@ -185,3 +185,25 @@ def test_head_patching_restores_nothing_before_the_last_blocks_heads_can_act(stu
     assert values["analysis/head_patching/best_head"] in HEADS
     assert set(values) >= {f"analysis/head_patching/whole/{h}" for h in HEADS}
     analysis.cleanup()
+
+
+def test_the_exported_folder_gives_transformers_the_recorded_figures(study, capsys):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from lenscope.cli.main import main as cli
+
+    root, _, main = study
+    assert cli(["export", str(main), "--to", "hf", str(root / "hf"), "--store", str(root / "runs")]) == 0
+    assert f"{main} -> {root / 'hf'}" in capsys.readouterr().out
+    model = transformers.AutoModelForCausalLM.from_pretrained(root / "hf").eval()
+    rows = repeated_tokens(4, 8, model.config.vocab_size, seed=0)
+    with torch.no_grad():
+        logits = model(torch.tensor(rows)).logits.numpy()
+    _, repeated = repeated_halves(position_losses(logits, rows), 8)
+    with Store(root / "runs") as store:
+        assert float(repeated) == pytest.approx(store.values(main)["analysis/repeated_tokens/repeated_half"],
+                                                rel=1e-4)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(root / "hf")
+    assert tokenizer.eos_token == "<|endoftext|>"
+    assert cli(["export", str(main), "--to", "hf", str(root / "hf"), "--store", str(root / "runs")]) == 2
+    assert "not an empty folder" in capsys.readouterr().err

@@ -22,6 +22,7 @@ from ...errors import UsageError
 from .activation_cache import ActivationCache, hook_names, select_hooks
 from .config import DecoderConfig
 from .decoder import Decoder
+from .export_hf import save_hf_folder
 from .generate import generate
 from .hooked import HookSpec, hook_spec, hooked_forward
 from .load import Shardings, leaf_path, load_decoder
@@ -105,6 +106,10 @@ class Pretrained:
             return _forward(self.model, tokens, mask)
         logits, _, loss = _with_loss(self.model, tokens, _full(tokens, mask))
         return loss if return_type == "loss" else (logits, loss)
+
+    def save_pretrained(self, folder: str | os.PathLike) -> Path:
+        """This model as a Hugging Face folder `transformers` reads (config.json, model.safetensors, tokenizer)."""
+        return save_hf_folder(self.model, self.config, self.hf_config, folder, self.tokenizer)
 
     def hook_names(self) -> list[str]:
         """Every hook point of the model in call order, as module paths (`blocks/0/hook_resid_post`)."""
