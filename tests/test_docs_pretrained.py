@@ -20,5 +20,5 @@ def test_pretrained_docs_examples_run(tmp_path, capsys):
                 "job grokking/sae does not take model/pretrained\n"]
     for line in expected:
         assert line in out, (line, out)
-    assert out.count("True\n") == 8
+    assert out.count("True\n") == 9
     namespace["store"].close()
