@@ -207,3 +207,63 @@ def test_the_exported_folder_gives_transformers_the_recorded_figures(study, caps
     assert tokenizer.eos_token == "<|endoftext|>"
     assert cli(["export", str(main), "--to", "hf", str(root / "hf"), "--store", str(root / "runs")]) == 2
     assert "not an empty folder" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def graph(study):
+    """lm/transcoder on the main model and the graph of a repeated prompt, both from the command line."""
+    from lenscope.cli.main import main as cli
+
+    root, overrides, main = study
+    store = ["--store", str(root / "runs")]
+    small = ["training/steps=4", "training/batch_size=8", "logging/validation_interval=4",
+             "logging/checkpoint_interval=4", "sae/expansion=2", "sae/k=4", "sae/dashboards=2",
+             "sae/sites=[blocks.0.mlp:x,blocks.1.mlp:x]", "sae/targets=[blocks.0.mlp,blocks.1.mlp]"]
+    assert cli(["run", "lm/transcoder", *store, "--base", str(main), *small]) == 0
+    with Store(root / "runs") as opened:
+        transcoder = opened.query().name("lm.transcoder").latest()["node"]
+    span = [5, 9, 14, 21]
+    prompt = [0, *span, *span]                                      # BOS, a span, the span again
+    assert cli(["run", "induction/train", *overrides, *store, "--base", str(main), "--analysis",
+                f"compute_attribution_graph,transcoders={transcoder},prompt=[{','.join(map(str, prompt))}]"]) == 0
+    return prompt
+
+
+@pytest.fixture(scope="module")
+def browser_ready():
+    from browser import need_browser
+
+    need_browser()
+
+
+@pytest.fixture(scope="module")
+def ui_store(study):
+    return study[0] / "runs"
+
+
+def test_the_graph_of_a_repeated_prompt_is_recorded_with_its_tokens(study, graph):
+    root, _, main = study
+    with Store(root / "runs") as store:
+        values = store.values(main)
+        document = json.loads(store.artifact(main, "compute_attribution_graph").content)
+        tokenizer = store.artifact(store.get(f"{main.name}@{main.nonce}:0").node, "tokenizer").content
+    assert 0 <= values["analysis/compute_attribution_graph/replacement_score"] <= 1
+    assert 0 <= values["analysis/compute_attribution_graph/completeness_score"] <= 1
+    from tokenizers import Tokenizer
+
+    decoded = [Tokenizer.from_str(tokenizer.decode()).decode([i], skip_special_tokens=False) for i in graph]
+    assert document["metadata"]["prompt_tokens"] == decoded
+
+
+def test_the_graph_page_labels_the_prompts_tokens_in_chromium(browser_ready, study, graph, page, server, tmp_path):
+    from browser import shoot
+
+    root, _, main = study
+    page.goto(f"{server}graph/{main}/compute_attribution_graph")
+    page.wait_for_selector("svg.graph")
+    labels = page.locator('svg.graph > text[font-size="13"]').evaluate_all("els => els.map(e => e.textContent)")
+    with Store(root / "runs") as store:
+        tokens = json.loads(store.artifact(main, "compute_attribution_graph").content)["metadata"]["prompt_tokens"]
+    assert [label.strip() for label in labels] == [token.strip() for token in tokens] and len(labels) == len(graph)
+    assert page.locator("svg.graph g.node.token").count() > 0
+    shoot(page, tmp_path / "induction-graph.png")
