@@ -3,7 +3,8 @@
     python docs/scripts/induction_figures.py STORE [OUT.png]
 
 Prints a Markdown table of both models every `--every` steps and draws the curves (main and control) from the
-values the tandem analyses recorded on each validation node.
+values the tandem analyses recorded on each validation node; then the main model's head-ablation and
+head-patching figures beside OUT.png (induction_ablation.png, induction_patching.png).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lenscope import Store  # noqa: E402
+from lenscope.store import Node  # noqa: E402
+from lenscope.examples.induction_interventions import HeadAblation, HeadPatching  # noqa: E402
 
 KEYS = {"val/loss": "val loss", "analysis/position_loss/icl_score": "ICL (text)",
         "analysis/position_loss/variant/icl_score": "ICL (variant)",
@@ -40,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     with Store(args.store, readonly=True) as store:
         main_row = store.query().name("induction.train").where("induction/role", "==", "main").latest()
-        main_node = main_row["node"]
+        main_node = Node.parse(str(main_row["node"]))
         control = store.values(main_node)["induction/control"]
         runs = {"main (2 layers)": curves(store, main_node.nonce),
                 "control (1 layer)": curves(store, store.get(control).node.nonce)}
@@ -64,6 +67,13 @@ def main() -> None:
         ax.legend(frameon=False, fontsize=7)
     fig.savefig(args.out, dpi=150)
     print(f"wrote {args.out}")
+    for name, cls in (("ablation", HeadAblation), ("patching", HeadPatching)):
+        analysis = cls([], base=main_node, store=args.store)          # restored, attached: writes nothing
+        analysis.setup()
+        out = Path(args.out).with_name(f"induction_{name}.png")
+        analysis.plot(analysis.compute()).savefig(out, dpi=150)
+        analysis.cleanup()
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

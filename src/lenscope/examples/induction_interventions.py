@@ -96,9 +96,10 @@ class HeadAblation(InductionView):
         names = head_names(*np.asarray(results["prefix"]).shape)
         base = float(results["base"]["advantage"])
         fig = self.bar(names, np.asarray(results["each"]["advantage"]), xlabel="head zeroed",
-                       ylabel="repeated-half advantage (nats)",
-                       title=f"Head ablation at {self.node} (unablated: {base:.2f}, dashed)")
-        fig.axes[0].axhline(base, color="black", linestyle="--", linewidth=1)
+                       ylabel="repeated-half advantage (nats)", title="Head ablation: one head zeroed")
+        fig.set_size_inches(max(4.5, 0.7 * len(names) + 2), 3.2)
+        fig.axes[0].axhline(base, color="black", linestyle="--", linewidth=1, label=f"unablated ({base:.2f})")
+        fig.axes[0].legend(frameon=False, fontsize=8)
         return fig
 
 
@@ -165,6 +166,6 @@ class HeadPatching(InductionView):
         bound = float(np.abs(grid).max()) or 1.0
         fig = self.heatmap(grid, yticklabels=names, cmap="RdBu_r", vmin=-bound, vmax=bound,
                            xlabel=f"position patched (copy 2 starts at {self.args.repeat_len + 1})", ylabel="head",
-                           cbar_label="share restored", title=f"Head patching at {self.node}")
+                           cbar_label="share restored", title="Head patching: clean into corrupted")
         fig.axes[0].axvline(self.args.repeat_len + 0.5, color="black", linewidth=0.8)
         return fig
