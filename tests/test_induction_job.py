@@ -63,7 +63,8 @@ def test_tandem_values_and_flip_books_at_each_validation(study):
         values["analysis/position_loss/late"] - values["analysis/position_loss/early"], abs=1e-5)
     variant = "analysis/position_loss/variant/"                    # the default trains on the random-repeat variant
     assert store.config(main)["data"]["repeat_mode"] == "random" and store.config(main)["data"]["repeat_fraction"] == 1
-    assert values[variant + "icl_score"] == pytest.approx(values[variant + "late"] - values[variant + "early"], abs=1e-5)
+    late, early = values[variant + "late"], values[variant + "early"]
+    assert values[variant + "icl_score"] == pytest.approx(late - early, abs=1e-5)
     assert values[variant + "mean"] != pytest.approx(values["analysis/position_loss/mean"])   # other rows than plain
     assert values["analysis/repeated_tokens/advantage"] == pytest.approx(
         values["analysis/repeated_tokens/first_half"] - values["analysis/repeated_tokens/repeated_half"], abs=1e-5)

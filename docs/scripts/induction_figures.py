@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lenscope import Store  # noqa: E402
-from lenscope.store import Node  # noqa: E402
 from lenscope.examples.induction_interventions import HeadAblation, HeadPatching  # noqa: E402
+from lenscope.store import Node  # noqa: E402
 
 KEYS = {"val/loss": "val loss", "analysis/position_loss/icl_score": "ICL (text)",
         "analysis/position_loss/variant/icl_score": "ICL (variant)",
