@@ -22,10 +22,10 @@ def test_induction_docs_examples_run(tmp_path, monkeypatch, capsys):
              "data/vocab_size=280", "data/seq_len=24", "data/validation_fraction=0.2", "analysis/repeat_len=8",
              "analysis/repeat_rows=4", "analysis/text_rows=4", "training/steps=4", "training/batch_size=4",
              "logging/validation_interval=2", "logging/checkpoint_interval=4", "logging/eval_batches=1"]
-    assert len(python_blocks(DOC)) == 2
+    assert len(python_blocks(DOC)) == 3
     namespace = run_doc(DOC, {"overrides = []": f"overrides = {small!r}"})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("main main ") and out[1].startswith("control control ")
     assert out[0].split()[-1] in {"L0H0", "L0H1", "L1H0", "L1H1"} and out[1].split()[-1] in {"L0H0", "L0H1"}
-    assert out[2:] == ["2 True", "True"]
+    assert out[2:] == ["2 True", "True", "True True"]
     namespace["store"].close()
