@@ -1,6 +1,7 @@
 """Generation with a KV cache as one compiled program: the prompt in one pass, then a `lax.scan` over new tokens.
 
-Greedy by default (temperature 0), else sampling at `temperature` from the `top_k` most likely tokens.
+Greedy by default (temperature 0), else sampling at `temperature` from the `top_k` most likely tokens and/or the
+smallest set whose probability reaches `top_p` (nucleus sampling).
 Prompts of different lengths are left-padded (attention_mask 0 on the left), as `transformers` expects.
 """
 
@@ -17,23 +18,36 @@ import numpy as np
 from ...errors import UsageError
 from .decoder import KV, Decoder, positions_of
 
-__all__ = ["generate"]
+__all__ = ["filter_logits", "generate"]
 
 
-def _pick(logits: jax.Array, key: jax.Array, temperature: float, top_k: int | None) -> jax.Array:
+def filter_logits(logits: jax.Array, top_k: int | None = None, top_p: float | None = None) -> jax.Array:
+    """Logits [b, vocab] with -inf outside the `top_k` largest, then outside the smallest set of the rest whose
+    probability reaches `top_p` (the most likely token always stays), as transformers' top-k and top-p warpers."""
+    if top_k is not None:
+        floor = jax.lax.top_k(logits, top_k)[0][:, -1:]
+        logits = jnp.where(logits < floor, -jnp.inf, logits)
+    if top_p is not None and top_p < 1:
+        ordered = jnp.sort(logits, axis=-1)[:, ::-1]
+        probs = jax.nn.softmax(ordered, axis=-1)
+        above = jnp.cumsum(probs, axis=-1) - probs                 # the mass of the tokens more likely than each
+        floor = jnp.min(jnp.where(above < top_p, ordered, jnp.inf), axis=-1, keepdims=True)
+        logits = jnp.where(logits < floor, -jnp.inf, logits)
+    return logits
+
+
+def _pick(logits: jax.Array, key: jax.Array, temperature: float, top_k: int | None,
+          top_p: float | None) -> jax.Array:
     """The next token [b] from logits [b, vocab]."""
     if temperature == 0:
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    scaled = logits.astype(jnp.float32) / temperature
-    if top_k is not None:
-        floor = jax.lax.top_k(scaled, top_k)[0][:, -1:]
-        scaled = jnp.where(scaled < floor, -jnp.inf, scaled)
+    scaled = filter_logits(logits.astype(jnp.float32) / temperature, top_k, top_p)
     return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
 
 
 @partial(eqx.filter_jit, donate="none")
 def _generate(model: Decoder, tokens: jax.Array, mask: jax.Array, key: jax.Array, new: int, temperature: float,
-              top_k: int | None) -> jax.Array:
+              top_k: int | None, top_p: float | None) -> jax.Array:
     batch, seq = tokens.shape
     cfg = model.config
     dtype = model.embed.embedding.dtype
@@ -43,13 +57,13 @@ def _generate(model: Decoder, tokens: jax.Array, mask: jax.Array, key: jax.Array
     positions = positions_of(mask, batch, seq)
     logits, caches = model.step(tokens, full, positions, caches, 0)
     keys = jax.random.split(key, new)
-    first = _pick(logits[:, -1], keys[0], temperature, top_k)
+    first = _pick(logits[:, -1], keys[0], temperature, top_k, top_p)
 
     def one(carry: tuple, step: tuple) -> tuple[tuple, jax.Array]:
         token, position, caches = carry
         index, k = step
         logits, caches = model.step(token[:, None], full, position[:, None], caches, index)
-        nxt = _pick(logits[:, -1], k, temperature, top_k)
+        nxt = _pick(logits[:, -1], k, temperature, top_k, top_p)
         return (nxt, position + 1, caches), nxt
 
     start = (first, positions[:, -1] + 1, caches)
@@ -58,10 +72,12 @@ def _generate(model: Decoder, tokens: jax.Array, mask: jax.Array, key: jax.Array
 
 
 def generate(model: Decoder, tokens: Any, attention_mask: Any = None, *, max_new_tokens: int = 20,
-             temperature: float = 0.0, top_k: int | None = None, key: jax.Array | None = None) -> jax.Array:
+             temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+             key: jax.Array | None = None) -> jax.Array:
     """Prompt ids [b, s] followed by `max_new_tokens` generated ids: [b, s + max_new_tokens].
 
-    One compiled program per (shapes, max_new_tokens, temperature, top_k); left-pad prompts of unequal length.
+    One compiled program per (shapes, max_new_tokens, temperature, top_k, top_p); left-pad prompts of unequal
+    length.
     """
     tokens = np.asarray(tokens, np.int32)
     mask = np.ones_like(tokens) if attention_mask is None else np.asarray(attention_mask, np.int32)
@@ -76,8 +92,10 @@ def generate(model: Decoder, tokens: Any, attention_mask: Any = None, *, max_new
     if temperature < 0 or (top_k is not None and not 1 <= top_k <= model.config.vocab_size):
         raise UsageError(f"temperature must be >= 0 and top_k in 1..{model.config.vocab_size}, got "
                          f"temperature={temperature}, top_k={top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1] (the probability the kept tokens reach), got {top_p}")
     if temperature > 0 and key is None:
         raise UsageError("sampling (temperature > 0) needs an explicit key=jax.random.key(seed)")
     key = jax.random.key(0) if key is None else key
     return _generate(model, jnp.asarray(tokens), jnp.asarray(mask), key, int(max_new_tokens), float(temperature),
-                     top_k)
+                     top_k, None if top_p is None else float(top_p))

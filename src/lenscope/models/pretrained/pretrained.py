@@ -155,7 +155,7 @@ class Pretrained:
         return _with_loss(self.model, tokens, _full(tokens, mask))[1]
 
     def generate(self, input: Any, max_new_tokens: int = 20, *, temperature: float = 0.0, top_k: int | None = None,
-                 key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
+                 top_p: float | None = None, key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
         """Text in, text out (prompt and continuation); ids [batch, seq] in, ids [batch, seq + max_new_tokens] out.
 
         Greedy unless `temperature > 0` (with an explicit `key`); the KV-cache program of `generate.generate`.
@@ -168,7 +168,7 @@ class Pretrained:
             tokens, mask = self._ids(input, None)
             tokens, mask = np.asarray(tokens), np.ones(tokens.shape, np.int32)
         out = np.array(generate(self.model, tokens, mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                                top_k=top_k, key=key))
+                                top_k=top_k, top_p=top_p, key=key))
         prompt = tokens.shape[1]
         keep = np.concatenate([mask, np.ones((out.shape[0], out.shape[1] - prompt), np.int32)], axis=1)
         eos = self.tokenizer.eos_token_id if self.tokenizer is not None else self.hf_config.get("eos_token_id")
