@@ -127,12 +127,12 @@ class HeadPatching(InductionView):
         corrupted, length = self.current_batch["corrupted"], self.args.repeat_len
         blocks, heads = len(patterns), patterns[0].shape[1]
         paths = [f"blocks/{b}/attn/hook_z" for b in range(blocks)]
-        clean_z = self.activations(clean, paths)[1]
+        clean_out, clean_z = self.activations(clean, paths)        # one clean run: its logits and each head's z
 
         def repeated(patch: Mapping[str, Any]) -> jax.Array:
             return repeated_halves(position_losses(self.forward(corrupted, patch), corrupted), length)[1]
 
-        low = repeated_halves(position_losses(self.forward(clean), clean), length)[1]
+        low = repeated_halves(position_losses(clean_out, clean), length)[1]
         high = repeated({})
         share = lambda loss: (high - loss) / jnp.where(high - low == 0, 1.0, high - low)  # noqa: E731
         grid, whole = [], []

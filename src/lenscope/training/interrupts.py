@@ -73,6 +73,17 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _quiet_unraisable(previous):
+    """An unraisable hook that drops our own `Interrupted`: raised inside a GC callback or a finalizer it
+    cannot propagate, `check()` raises it again at the next step, so Python's traceback would only alarm."""
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous(unraisable)
+
+    return hook
+
+
 @contextlib.contextmanager
 def on_signals() -> Iterator[None]:
     """Turn SIGINT and SIGTERM into `Interrupted` for the duration (main thread only; nested use is a no-op)."""
@@ -80,12 +91,14 @@ def on_signals() -> Iterator[None]:
         yield
         return
     previous = {signum: signal.signal(signum, _STATE.handle) for signum in SIGNALS}
+    unraisable, sys.unraisablehook = sys.unraisablehook, _quiet_unraisable(sys.unraisablehook)
     _STATE.installed, _STATE.stopping, _STATE.pending = True, 0, None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
         _STATE.installed, _STATE.stopping, _STATE.pending = False, 0, None
 
 
