@@ -10,6 +10,8 @@ import numpy as np
 
 from ...capture.paths import match_paths, tl_alias
 from ...errors import UsageError
+from . import cache_stacks
+from .cache_stacks import ModelView
 
 __all__ = ["ActivationCache", "hook_names", "select_hooks"]
 
@@ -44,11 +46,14 @@ def select_hooks(hooks: Sequence[str], names_filter: str | Sequence[str] | Calla
 
 
 class ActivationCache(Mapping[str, Any]):
-    """Recorded activations by TransformerLens name (`blocks.0.hook_resid_post`), path, or (name, layer)."""
+    """Recorded activations by TransformerLens name (`blocks.0.hook_resid_post`), path, or (name, layer); with
+    `model_view` (run_with_cache passes it), TransformerLens' analysis utilities too (cache_stacks)."""
 
-    def __init__(self, activations: Mapping[str, Any], has_batch_dim: bool = True) -> None:
+    def __init__(self, activations: Mapping[str, Any], has_batch_dim: bool = True,
+                 model_view: ModelView | None = None) -> None:
         self._by_path = dict(activations)
         self.has_batch_dim = has_batch_dim
+        self.model_view = model_view
 
     def _path(self, key: str | tuple[str, int]) -> str:
         if isinstance(key, tuple):
@@ -90,11 +95,44 @@ class ActivationCache(Mapping[str, Any]):
         sizes = {np.shape(v)[0] for v in self._by_path.values()}
         if sizes != {1}:
             raise UsageError(f"remove_batch_dim needs a batch of one; this cache holds batches of {sorted(sizes)}")
-        return ActivationCache({k: v[0] for k, v in self._by_path.items()}, has_batch_dim=False)
+        return ActivationCache({k: v[0] for k, v in self._by_path.items()}, has_batch_dim=False,
+                               model_view=self.model_view)
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Every activation as a NumPy array, by TransformerLens name."""
         return {path.replace("/", "."): np.asarray(v) for path, v in self._by_path.items()}
+
+    # -- TransformerLens' analysis utilities (same signatures and semantics; jax arrays out) --------------------
+    def accumulated_resid(self, layer: int | None = None, incl_mid: bool = False, apply_ln: bool = False,
+                          pos_slice: Any = None, mlp_input: bool = False,
+                          return_labels: bool = False) -> cache_stacks.Labelled:
+        """The residual stream entering each block up to `layer` (the logit lens' stack), optionally labelled."""
+        return cache_stacks.accumulated_resid(self, layer, incl_mid, apply_ln, pos_slice, mlp_input, return_labels)
+
+    def decompose_resid(self, layer: int | None = None, mlp_input: bool = False, mode: str = "all",
+                        apply_ln: bool = False, pos_slice: Any = None, incl_embeds: bool = True,
+                        return_labels: bool = False) -> cache_stacks.Labelled:
+        """The residual stream entering `layer` as the stack of the embeddings' and earlier blocks' writes."""
+        return cache_stacks.decompose_resid(self, layer, mlp_input, mode, apply_ln, pos_slice, incl_embeds,
+                                            return_labels)
+
+    def stack_head_results(self, layer: int | None = -1, return_labels: bool = False, incl_remainder: bool = False,
+                           pos_slice: Any = None, apply_ln: bool = False) -> cache_stacks.Labelled:
+        """Every head's write before `layer` (from hook_z and W_O unless hook_result was cached), stacked."""
+        return cache_stacks.stack_head_results(self, layer, return_labels, incl_remainder, pos_slice, apply_ln)
+
+    def apply_ln_to_stack(self, residual_stack: Any, layer: int | None = None, mlp_input: bool = False,
+                          pos_slice: Any = None, batch_slice: Any = None, has_batch_dim: bool = True,
+                          recompute_ln: bool = False) -> Any:
+        """A stack scaled as the norm before `layer` (cached hook_scale) scales the stream, for attribution."""
+        return cache_stacks.apply_ln_to_stack(self, residual_stack, layer, mlp_input, pos_slice, batch_slice,
+                                              has_batch_dim, recompute_ln)
+
+    def logit_attrs(self, residual_stack: Any, tokens: Any, incorrect_tokens: Any = None, pos_slice: Any = None,
+                    batch_slice: Any = None, has_batch_dim: bool = True) -> Any:
+        """Each component's direct logit attribution to `tokens` (minus `incorrect_tokens`)."""
+        return cache_stacks.logit_attrs(self, residual_stack, tokens, incorrect_tokens, pos_slice, batch_slice,
+                                        has_batch_dim)
 
     def __repr__(self) -> str:
         return f"ActivationCache({len(self)} hooks: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"

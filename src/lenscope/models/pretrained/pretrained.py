@@ -20,6 +20,7 @@ from ...capture.equinox import EquinoxBackend
 from ...capture.patch import record
 from ...errors import UsageError
 from .activation_cache import ActivationCache, hook_names, select_hooks
+from .cache_stacks import ModelView
 from .config import DecoderConfig
 from .decoder import Decoder
 from .export_hf import save_hf_folder
@@ -122,13 +123,15 @@ class Pretrained:
                        attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
         """(logits, ActivationCache) of text or ids, as TransformerLens' `run_with_cache`: one compiled program per
         shape and choice of hooks. `names_filter`: None (every hook but hook_result, hook_attn_in and hook_mlp_in,
-        as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name."""
+        as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name. The cache gets the
+        weights its analysis utilities read (accumulated_resid, decompose_resid, ...: a ModelView)."""
         tokens, mask = self._ids(input, attention_mask)
         chosen = tuple(select_hooks(self.hook_names(), names_filter))
         if chosen not in self._programs:
             self._programs[chosen] = _recorder(chosen)
         logits, acts = self._programs[chosen](self.model, tokens, mask)
-        return logits, ActivationCache(acts)
+        to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
+        return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
     def run_with_hooks(self, input: Any, fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]] = (),
                        attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
