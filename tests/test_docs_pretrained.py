@@ -19,8 +19,9 @@ def test_pretrained_docs_examples_run(tmp_path, capsys):
                 "['w1', 'w2', 'w3']\n",
                 "(2, 4) True\n", "1.0 1.0\n", "['blocks/0 (input)', 'blocks/1 (input)', 'blocks/1 (output)']\n",
                 "(2, 16)\n", "(2, 4, 4, 32)\n", "Decoder blocks/0\n",
-                "job grokking/sae does not take model/pretrained\n"]
+                "job grokking/sae does not take model/pretrained\n",
+                "['hook_sae_acts_pre', 'hook_sae_acts_post'] (1, 4, 128)\n"]
     for line in expected:
         assert line in out, (line, out)
-    assert out.count("True\n") == 9
+    assert out.count("True\n") == 10
     namespace["store"].close()

@@ -29,6 +29,7 @@ from .hooked import HookSpec, hook_spec, hooked_forward
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .tokenizer import Tokenizer, load_tokenizer
+from .with_saes import run_saes
 
 __all__ = ["Pretrained", "from_pretrained"]
 
@@ -94,6 +95,7 @@ class Pretrained:
     _programs: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _hooks: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
     _hooked: OrderedDict[HookSpec, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
+    _with_saes: OrderedDict[Any, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
@@ -151,6 +153,27 @@ class Pretrained:
             return logits
         loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
         return loss if return_type == "loss" else (logits, loss)
+
+    def run_with_saes(self, input: Any, saes: Any = (), use_error_term: bool = False,
+                      return_type: ReturnType = "logits", attention_mask: Any = None) -> Any:
+        """The call with each SAE's reconstruction at its hook, as SAELens' HookedSAETransformer (with_saes.py)."""
+        _check_return_type(return_type)
+        tokens, mask = self._ids(input, attention_mask)
+        logits, _ = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term)
+        if return_type == "logits":
+            return logits
+        loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
+        return loss if return_type == "loss" else (logits, loss)
+
+    def run_with_cache_with_saes(self, input: Any, saes: Any = (), names_filter: Any = None,
+                                 use_error_term: bool = False,
+                                 attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
+        """(logits, ActivationCache) with SAEs spliced in, their hook points under SAELens' names (`...hook_sae_*`)."""
+        tokens, mask = self._ids(input, attention_mask)
+        logits, acts = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term,
+                                names_filter, cache=True)
+        to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
+        return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""

@@ -1,0 +1,142 @@
+"""`run_with_saes` and `run_with_cache_with_saes` on a loaded model, as SAELens' HookedSAETransformer: the same
+logits and latents on the same GPT-2 and SAE weights (the SAE saved by lenscope, read by SAELens), one compiled
+program per shape and choice of SAEs, and bad SAEs refused by name before anything runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hf_models import checkpoint  # noqa: E402
+
+from lenscope.capture.jax_private import compiled_count  # noqa: E402
+from lenscope.dictionaries import Dictionary, Spec, attach, load_saelens, save_saelens  # noqa: E402
+from lenscope.errors import UsageError  # noqa: E402
+from lenscope.models import from_pretrained  # noqa: E402
+
+SKIP = "needs sae-lens: pip install 'torch==2.13.0+cpu' -e '.[parity,peers,saelens]'"
+HOOK = "blocks.0.hook_resid_post"
+D_SAE = 64
+
+
+def random_sae(spec: Spec, seed: int = 0) -> Dictionary:
+    """An SAE with every parameter random (biases small), so many latents fire."""
+    rng = np.random.default_rng(seed)
+    params = {"W_enc": rng.normal(size=(spec.d_in, spec.d_sae)) * 0.3, "b_enc": rng.normal(size=spec.d_sae) * 0.1,
+              "W_dec": rng.normal(size=(spec.d_sae, spec.d_in)) * 0.3, "b_dec": rng.normal(size=spec.d_in) * 0.1}
+    return Dictionary.of(spec, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
+    hf, folder = checkpoint("gpt2")
+    return hf, from_pretrained(folder, tokenizer=False)
+
+
+@pytest.fixture(scope="module")
+def sae_model(loaded):
+    """SAELens' HookedSAETransformer on the same GPT-2 weights (no weight processing)."""
+    lens = pytest.importorskip("transformer_lens", reason=SKIP)
+    sae_lens = pytest.importorskip("sae_lens", reason=SKIP)
+    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+
+    hf, _ = loaded
+    c = hf.config
+    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=8,
+                                       n_heads=c.n_head, d_vocab=c.vocab_size, d_mlp=4 * c.n_embd,
+                                       act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
+                                       device="cpu")
+    tl = sae_lens.HookedSAETransformer(cfg)
+    tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
+    return tl.eval()
+
+
+@pytest.mark.parametrize("spec", [Spec("topk", 32, D_SAE, k=8), Spec("standard", 32, D_SAE)],
+                         ids=lambda s: s.architecture)
+@pytest.mark.parametrize("error", [False, True], ids=["spliced", "error_term"])
+def test_same_logits_and_latents_as_saelens(loaded, sae_model, spec, error, tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from sae_lens import SAE
+
+    _, model = loaded
+    save_saelens(random_sae(spec), tmp_path, metadata={"hook_name": HOOK})
+    theirs_sae = SAE.load_from_disk(tmp_path)
+    ours_sae = load_saelens(tmp_path)  # (Dictionary, cfg.json): the hook comes from cfg.json's metadata
+    ids = np.random.default_rng(0).integers(4, 100, (2, 7))
+    with torch.no_grad():
+        tl_logits, theirs = sae_model.run_with_cache_with_saes(torch.tensor(ids), saes=[theirs_sae],
+                                                               use_error_term=error)
+    logits, ours = model.run_with_cache_with_saes(ids, saes=[ours_sae], use_error_term=error)
+    names = [f"{HOOK}.hook_sae_{h}" for h in ("input", "acts_pre", "acts_post", "recons", "output")]
+    names += [f"{HOOK}.hook_sae_error"] if error else []
+    assert set(names) <= set(ours) and set(names) <= set(theirs.keys())
+    assert (f"{HOOK}.hook_sae_error" in ours) == error
+    for name in names:
+        np.testing.assert_allclose(np.asarray(ours[name]), theirs[name].numpy(), atol=1e-5, rtol=0, err_msg=name)
+    np.testing.assert_allclose(np.asarray(logits), tl_logits.numpy(), atol=1e-5, rtol=0)
+    latents = np.asarray(ours[f"{HOOK}.hook_sae_acts_post"])
+    assert (latents > 0).mean() > 0.1  # the comparison saw latents firing
+    alone = model.run_with_saes(ids, saes=[ours_sae], use_error_term=error)
+    np.testing.assert_allclose(np.asarray(alone), np.asarray(logits), atol=1e-5, rtol=0)
+    plain = np.asarray(model(ids))
+    if error:  # the error term puts back what the SAE missed: the model's own logits
+        np.testing.assert_allclose(np.asarray(logits), plain, atol=1e-5, rtol=0)
+    else:
+        assert np.abs(np.asarray(logits) - plain).max() > 1e-2
+
+
+def test_hooks_given_every_way_and_one_program_per_shape(loaded, tmp_path) -> None:
+    _, model = loaded
+    sae = random_sae(Spec("topk", 32, D_SAE, k=8))
+    ids = np.random.default_rng(1).integers(4, 100, (2, 5))
+    first = model.run_with_saes(ids, saes=[attach(sae, HOOK)])
+    program = next(reversed(model._with_saes.values()))
+    compiled = compiled_count(program)  # the other tests' shapes and architectures compiled it too
+    model.run_with_saes(ids + 1, saes=(sae, "blocks/0/hook_resid_post"))  # one SAE, a module path: the same choice
+    model.run_with_saes(ids, saes=[(random_sae(Spec("topk", 32, D_SAE, k=8), seed=1), HOOK)])  # new weights
+    assert compiled_count(program) == compiled and next(reversed(model._with_saes.values())) is program
+    model.run_with_saes(ids[:, :4], saes=[attach(sae, HOOK)])
+    assert compiled_count(program) == compiled + 1  # a new length: a new program
+    save_saelens(sae, tmp_path, metadata={"hook_name": "blocks.1.hook_resid_post"})
+    overridden = model.run_with_saes(ids, saes=[(load_saelens(tmp_path)[0], HOOK)])  # the pair's name wins
+    np.testing.assert_allclose(np.asarray(overridden), np.asarray(first), atol=1e-5)
+    _, cache = model.run_with_cache_with_saes(ids, saes=[attach(sae, HOOK), load_saelens(tmp_path)],
+                                              names_filter=lambda name: name.endswith("hook_sae_acts_post"))
+    assert list(cache) == [f"{HOOK}.hook_sae_acts_post", "blocks.1.hook_resid_post.hook_sae_acts_post"]
+    assert cache[f"{HOOK}.hook_sae_acts_post"].shape == (2, 5, D_SAE)
+    np.testing.assert_allclose(np.asarray(model.run_with_saes(ids, saes=[])), np.asarray(model(ids)), atol=1e-5)
+    _, cache = model.run_with_cache_with_saes(ids, saes=[attach(sae, HOOK)], names_filter=HOOK)
+    np.testing.assert_allclose(np.asarray(cache[HOOK]), np.asarray(sae(model.run_with_cache(
+        ids, names_filter=HOOK)[1][HOOK])), atol=1e-5)  # the model's hook records what flows on: the reconstruction
+
+
+def test_bad_saes_are_refused_by_name_before_anything_runs(loaded) -> None:
+    _, model = loaded
+    sae = random_sae(Spec("standard", 32, D_SAE))
+    ids = np.ones((1, 3), np.int32)
+    with pytest.raises(UsageError, match=r"'blocks.0.hook_resid_pots' is not a hook point.*such as "
+                                         r"blocks.0.hook_resid_post.*nearest: blocks.0.hook_resid_post"):
+        model.run_with_saes(ids, saes=[(sae, "blocks.0.hook_resid_pots")])
+    with pytest.raises(UsageError, match=r"d_in=16, but the activation there is \(1, 3, 32\).*expected an SAE with "
+                                         r"d_in=32"):
+        model.run_with_cache_with_saes(ids, saes=[(random_sae(Spec("standard", 16, D_SAE)), HOOK)])
+    with pytest.raises(UsageError, match=r"carries no hook name; give each SAE with its hook: attach\(dictionary, "
+                                         r"'blocks.0.hook_resid_post'\)"):
+        model.run_with_saes(ids, saes=[sae])
+    with pytest.raises(UsageError, match="two SAEs at 'blocks.0.hook_resid_post'"):
+        model.run_with_saes(ids, saes=[(sae, HOOK), attach(sae, HOOK)])
+    with pytest.raises(UsageError, match="not an SAE"):
+        model.run_with_saes(ids, saes=[(jax.numpy.zeros(3), HOOK)])
+    transcoder = Dictionary.of(Spec("standard", 32, D_SAE, d_out=16, transcoder=True), {
+        "W_enc": jnp.zeros((32, D_SAE)), "b_enc": jnp.zeros(D_SAE), "W_dec": jnp.zeros((D_SAE, 16)),
+        "b_dec": jnp.zeros(16)})
+    with pytest.raises(UsageError, match="is a transcoder.*run_with_features"):
+        model.run_with_saes(ids, saes=[(transcoder, HOOK)])
+    assert all(16 not in key[1] for key in model._with_saes)  # the program that failed to trace was not kept
