@@ -9,7 +9,7 @@ import jax
 
 from ..errors import UsageError
 from .backend import CaptureBackend, ModuleCall, Target
-from .choose import resolve_backend
+from .choose import backend_of_forward, resolve_backend
 from .paths import NOTHING_SEEN, CaptureError, format_paths
 from .per_example import whole
 from .results import validate_result
@@ -20,7 +20,7 @@ __all__ = ["discover", "make_capture_fn"]
 def discover(trace_fn: Callable[..., Any], args: tuple, target: Target = None, *,
              backend: CaptureBackend | None = None) -> list[str]:
     """Paths of TARGET `__call__`s in first-call order, from one abstract trace (jax.eval_shape) of trace_fn(*args)."""
-    backend = resolve_backend(backend)
+    backend = backend_of_forward(trace_fn, args, backend)
     kinds = backend.check_target(target)
     seen: dict[str, None] = {}
 

@@ -14,7 +14,7 @@ from ..model_libraries import EQUINOX, LIBRARIES, NNX, loaded
 from .backend import CaptureBackend
 from .linen import LinenBackend
 
-__all__ = ["LIBRARIES", "backend_for", "backends", "resolve_backend"]
+__all__ = ["LIBRARIES", "backend_for", "backend_of_forward", "backends", "resolve_backend"]
 
 LINEN = LinenBackend()
 
@@ -56,3 +56,31 @@ def backend_for(model: Any) -> CaptureBackend:
 def resolve_backend(backend: CaptureBackend | None) -> CaptureBackend:
     """The given backend, or linen's when none is named (callers without a model, e.g. a bare forward function)."""
     return LINEN if backend is None else backend
+
+
+def _holders(fn: Any, args: tuple) -> list[Any]:
+    """Where a forward's model may sit: the callable, its bound instance, a partial's function and arguments,
+    the cells its closure captured, and its own arguments."""
+    found = [fn, getattr(fn, "__self__", None), getattr(fn, "func", None), *getattr(fn, "args", ())]
+    found += [cell.cell_contents for cell in (getattr(fn, "__closure__", None) or ()) if _filled(cell)]
+    return [*found, *args]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell: a variable not yet assigned
+        return False
+    return True
+
+
+def backend_of_forward(fn: Any, args: tuple, backend: CaptureBackend | None = None) -> CaptureBackend:
+    """The given backend, else the one of the model that `fn` calls (found on `fn` or in its arguments), else
+    linen's: a user's forward (`lambda t: model(t)`) needs no backend named when its model is visible."""
+    if backend is not None:
+        return backend
+    for holder in _holders(fn, args):
+        for candidate in backends():
+            if holder is not None and candidate.accepts(holder):
+                return candidate
+    return LINEN

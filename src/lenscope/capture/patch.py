@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from ..errors import UsageError, hint
 from .backend import CaptureBackend, ModuleCall
-from .choose import resolve_backend
+from .choose import backend_of_forward
 from .inputs import DebugInputs
 from .paths import CaptureError, format_paths, tl_alias
 from .per_example import active, through, whole
@@ -41,7 +41,7 @@ def check_patch(patch: Any, on: str = "output") -> dict[str, Callable[[Any], Any
 def _run(trace_fn: Callable[..., Any], args: tuple, paths: Sequence[str], backend: CaptureBackend | None,
          intervene: Callable[[ModuleCall, Callable[..., Any]], Any], root: Any = None) -> Any:
     """trace_fn(*args) with each forward call of `paths` handed to intervene; every path must be called."""
-    backend = resolve_backend(backend)
+    backend = backend_of_forward(trace_fn, args, backend)
     wanted, seen = frozenset(paths), {}
 
     def on_call(call: ModuleCall, proceed: Callable[..., Any]) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 from ..capture import CaptureBackend, ModuleCall, tl_alias
-from ..capture.choose import resolve_backend
+from ..capture.choose import backend_of_forward
 from ..errors import UsageError
 from .core import Dictionary
 
@@ -122,7 +122,7 @@ def run_with_features(fn: Callable[..., Any], args: tuple, attached: list[Attach
         args_kwargs = call.inputs().replace(**{a.site.arg: spliced(a, x, x)}).args_kwargs()
         return proceed(*args_kwargs)
 
-    with resolve_backend(backend).intercept(on_call):
+    with backend_of_forward(fn, args, backend).intercept(on_call):
         output = fn(*args)
     missing = [a.name for a in attached if a.name not in latents]
     if missing:
