@@ -268,3 +268,24 @@ def test_the_graph_page_labels_the_prompts_tokens_in_chromium(browser_ready, stu
     assert [label.strip() for label in labels] == [token.strip() for token in tokens] and len(labels) == len(graph)
     assert page.locator("svg.graph g.node.token").count() > 0
     shoot(page, tmp_path / "induction-graph.png")
+
+
+def test_a_prompt_given_as_text_is_tokenized_by_the_models_tokenizer(study, graph):
+    """`prompt=TEXT` on the CLI: the graph's prompt is the text in the model's tokens, as `to_tokens` gives them
+    (a BPE trained from scratch adds no BOS) (#35)."""
+    from tokenizers import Tokenizer
+
+    from lenscope.cli.main import main as cli
+
+    root, overrides, main = study
+    with Store(root / "runs") as store:
+        transcoder = store.query().name("lm.transcoder").latest()["node"]
+        tokenizer = Tokenizer.from_str(store.artifact(store.get(f"{main.name}@{main.nonce}:0").node,
+                                                      "tokenizer").content.decode())
+    text = "alpha beta gamma alpha beta"
+    assert cli(["run", "induction/train", *overrides, "--store", str(root / "runs"), "--base", str(main),
+                "--analysis", f"compute_attribution_graph,transcoders={transcoder},prompt={text}"]) == 0
+    with Store(root / "runs") as store:
+        document = json.loads(store.artifact(main, "compute_attribution_graph").content)
+    ids = tokenizer.encode(text).ids
+    assert document["metadata"]["prompt_tokens"] == [tokenizer.decode([i], skip_special_tokens=False) for i in ids]

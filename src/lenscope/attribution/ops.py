@@ -113,6 +113,8 @@ class GraphOp(OpAnalysis):
     def prompt(self, batch: Mapping[str, Any]) -> np.ndarray:
         """The prompt's token ids: the `prompt` param, else example `example` of the batch's `inputs` field."""
         inputs = self.analysis_inputs
+        if isinstance(inputs.get("prompt"), str):
+            return self._text_prompt(inputs["prompt"])
         if inputs.get("prompt") is not None:
             return np.asarray(inputs["prompt"], np.int32)
         key = inputs["inputs"]
@@ -124,6 +126,18 @@ class GraphOp(OpAnalysis):
         if not 0 <= example < len(rows):
             raise UsageError(f"{self.NAME}: example={example} is outside the batch of {len(rows)}")
         return rows[example].astype(np.int32)
+
+
+    def _text_prompt(self, text: str) -> np.ndarray:
+        """A prompt given as text, in the trainer's tokens (`text_ids`, as a language-model job has)."""
+        encode = getattr(self, "text_ids", None)
+        if encode is None:
+            raise UsageError(f"{self.NAME}: prompt={text!r} is text, and {type(self).__name__} has no tokenizer "
+                             "(no text_ids method); pass prompt=[token ids]")
+        ids = np.asarray(encode(text), np.int32)
+        if ids.size == 0:
+            raise UsageError(f"{self.NAME}: prompt={text!r} has no tokens; pass a longer text or prompt=[token ids]")
+        return ids
 
 
 def graph_results(graph: AttributionGraph, pruned: Pruned, scores: tuple[float, float]) -> dict[str, Any]:

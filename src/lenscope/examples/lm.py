@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from ..config import field, to_dict
@@ -182,6 +183,10 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
     def token_strings(self, ids: Any) -> list[str]:
         """How tokens read in dashboards: each id decoded alone by the checkpoint's tokenizer."""
         return self.pretrained.tokenizer.to_str_tokens([int(t) for t in ids])
+
+    def text_ids(self, text: str) -> np.ndarray:
+        """A text's token ids [seq], BOS first where the tokenizer adds one: how ops take a prompt given as text."""
+        return self.pretrained.tokenizer.to_tokens(text)[0][0]
 
     def unembed(self, params: Any, resid: jax.Array) -> jax.Array:
         """Logits of a residual stream through the final norm and unembedding (logit lens)."""
