@@ -149,6 +149,12 @@ def test_grokking_transformer_graph_matches_interventions(grok):
     assert 0.0 <= float(out.replacement_score) <= 1.0 and 0.0 <= float(out.completeness_score) <= 1.0
 
 
+def test_a_text_prompt_on_a_model_without_a_tokenizer_is_refused_by_name(grok):
+    trainer, tcs = grok
+    with pytest.raises(UsageError, match=r"prompt='1 \+ 2' is text.*pass prompt=\[token ids\]"):
+        lenscope.ops.compute_attribution_graph(trainer, transcoders=tcs, prompt="1 + 2")
+
+
 def test_the_op_saves_the_graph_file_and_node_table(grok):
     trainer, tcs = grok
     cfg = lenscope.AnalysisCfg(analysis="compute_attribution_graph", params={"transcoders": tcs, "example": 2})
