@@ -155,3 +155,19 @@ def test_hooks_see_their_name_none_changes_nothing_and_programs_are_reused(loade
         model.run_with_hooks(ids, fwd_hooks=[look])
     with pytest.raises(UsageError, match="nearest: blocks.0.hook_resid_post"):
         model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_pots", look)])
+
+
+def test_loss_per_token_and_greedy_generate_equal_transformerlens(loaded, lens_model) -> None:
+    torch = pytest.importorskip("torch")
+    hf, model = loaded
+    ids = np.random.default_rng(1).integers(4, hf.config.vocab_size, (2, 6))
+    with torch.no_grad():
+        theirs = lens_model(torch.tensor(ids), return_type="loss", loss_per_token=True).numpy()
+        generated = lens_model.generate(torch.tensor(ids), max_new_tokens=8, do_sample=False, use_past_kv_cache=False,
+                                        stop_at_eos=False, verbose=False).numpy()
+    np.testing.assert_allclose(np.asarray(model.loss_per_token(ids)), theirs, atol=1e-5)
+    ours = np.asarray(model.generate(ids, max_new_tokens=8, stop_at_eos=False))
+    top2 = np.sort(np.asarray(model(ours[:, :-1]), np.float64)[:, ids.shape[1] - 1:], axis=-1)[..., -2:]
+    clear = np.cumprod(top2[..., 1] - top2[..., 0] > 1e-4, axis=1).astype(bool)  # steps before any near-tie
+    assert clear.sum() >= 8, "the random weights gave near-ties: pick another seed"
+    np.testing.assert_array_equal(ours[:, ids.shape[1]:][clear], generated[:, ids.shape[1]:][clear])
