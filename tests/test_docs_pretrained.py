@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from doc_blocks import DOCS, run_doc
 from hf_models import torch_or_skip
 
@@ -23,5 +25,8 @@ def test_pretrained_docs_examples_run(tmp_path, capsys):
                 "['hook_sae_acts_pre', 'hook_sae_acts_post'] (1, 4, 128)\n"]
     for line in expected:
         assert line in out, (line, out)
-    assert out.count("True\n") == 10
+    # the tutorial ported from TransformerLens: random weights, so which head is top is not asserted
+    assert re.search(r"^\(9, 1, 5\) top head L[01]H[0-3] True$", out, re.M), out
+    assert re.search(r"^\(2, 4\) best L[01]H[0-3] restores -?\d+\.\d\d; every head: 1\.0$", out, re.M), out
+    assert out.count("True\n") == 11
     namespace["store"].close()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from .config import DecoderConfig
 from .decoder import Decoder
 from .export_hf import save_hf_folder
 from .generate import generate
-from .hooked import HookSpec, hook_spec, hooked_forward
+from .hooked import HookedPrograms, hook_spec
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .tokenizer import Tokenizer, load_tokenizer
@@ -35,6 +36,7 @@ __all__ = ["Pretrained", "from_pretrained"]
 
 ReturnType = Literal["logits", "loss", "both"]
 RETURN_TYPES = ("logits", "loss", "both")
+FwdHook = tuple[Any, Callable[..., Any]]  # (hook name, glob, list or predicate; fn(activation, hook))
 
 
 @eqx.filter_jit
@@ -94,16 +96,20 @@ class Pretrained:
     checkpoint_bytes: int = 0
     _programs: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _hooks: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
-    _hooked: OrderedDict[HookSpec, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
+    _hooked: HookedPrograms = field(default_factory=lambda: HookedPrograms(HOOKED_KEPT), init=False, repr=False,
+                                    compare=False)
+    _active: tuple[FwdHook, ...] = field(default=(), init=False, repr=False, compare=False)
     _with_saes: OrderedDict[Any, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
         `return_type="loss"` the mean next-token loss over real tokens, `"both"` (logits, loss).
 
-        One compiled program per shape and return type.
+        One compiled program per shape and return type; with hooks added (`hooks()`, `add_hook`), run_with_hooks'.
         """
         _check_return_type(return_type)
+        if self._active:
+            return self.run_with_hooks(tokens, attention_mask=attention_mask, return_type=return_type)
         tokens, mask = self._ids(tokens, attention_mask)
         if return_type == "logits":
             return _forward(self.model, tokens, mask)
@@ -126,38 +132,74 @@ class Pretrained:
         """(logits, ActivationCache) of text or ids, as TransformerLens' `run_with_cache`: one compiled program per
         shape and choice of hooks. `names_filter`: None (every hook but hook_result, hook_attn_in and hook_mlp_in,
         as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name. The cache gets the
-        weights its analysis utilities read (accumulated_resid, decompose_resid, ...: a ModelView)."""
+        weights its analysis utilities read (accumulated_resid, decompose_resid, ...: a ModelView). With hooks
+        added (`hooks()`, `add_hook`), they run in the forward and the cache holds what they returned."""
         tokens, mask = self._ids(input, attention_mask)
         chosen = tuple(select_hooks(self.hook_names(), names_filter))
-        if chosen not in self._programs:
-            self._programs[chosen] = _recorder(chosen)
-        logits, acts = self._programs[chosen](self.model, tokens, mask)
+        spec = hook_spec(self._active, self.hook_names())
+        if spec:
+            logits, acts = self._hooked.get(spec, chosen)(self.model, tokens, mask)
+        else:
+            if chosen not in self._programs:
+                self._programs[chosen] = _recorder(chosen)
+            logits, acts = self._programs[chosen](self.model, tokens, mask)
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
         return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
     def run_with_hooks(self, input: Any, fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]] = (),
                        attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` is compiled into
-        the forward, and `fn`'s result replaces the activation (None leaves it). The programs of the last
-        HOOKED_KEPT choices of hooks are kept: define hook functions once, not a new lambda per call."""
+        the forward, and `fn`'s result replaces the activation (None leaves it), after the hooks already added
+        (`hooks()`, `add_hook`). The programs of the last HOOKED_KEPT choices of hooks are kept: define hook
+        functions once, not a new lambda per call."""
         _check_return_type(return_type)
         tokens, mask = self._ids(input, attention_mask)
-        spec = hook_spec(fwd_hooks, self.hook_names())
-        if spec not in self._hooked:
-            self._hooked[spec] = hooked_forward(spec)
-            while len(self._hooked) > HOOKED_KEPT:
-                self._hooked.popitem(last=False)
-        self._hooked.move_to_end(spec)
-        logits = self._hooked[spec](self.model, tokens, mask)
+        logits = self._hooked.get(hook_spec((*self._active, *fwd_hooks), self.hook_names()))(self.model, tokens, mask)
         if return_type == "logits":
             return logits
         loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
         return loss if return_type == "loss" else (logits, loss)
 
+    def add_hook(self, name: Any, hook: Callable[..., Any], dir: Literal["fwd"] = "fwd") -> None:
+        """Add a forward hook `(name or filter, fn(activation, hook))` to every later call, run_with_cache and
+        run_with_hooks, until `reset_hooks()` (or the end of the `hooks()` context it was added in)."""
+        if dir != "fwd":
+            raise UsageError(f"add_hook dir={dir!r}: only forward hooks ('fwd'); hooks are compiled into the "
+                             "forward (for gradients at a hook point: lenscope.capture.gradients)")
+        self._active = (*self._active, *self._checked([(name, hook)]))
+
+    def reset_hooks(self) -> None:
+        """Remove every hook added with add_hook or hooks()."""
+        self._active = ()
+
+    @contextmanager
+    def hooks(self, fwd_hooks: Sequence[FwdHook] = (), reset_hooks_end: bool = True) -> Iterator[Pretrained]:
+        """`with model.hooks(fwd_hooks=[(name or filter, fn)]):` calls, run_with_cache and run_with_hooks inside run
+        with these hooks compiled in; at the end (with `reset_hooks_end`) the hooks added inside are removed."""
+        added = self._checked(fwd_hooks)
+        before = {id(pair) for pair in self._active}
+        self._active = (*self._active, *added)
+        try:
+            yield self
+        finally:
+            if reset_hooks_end:
+                self._active = tuple(pair for pair in self._active if id(pair) in before)
+
+    def _checked(self, fwd_hooks: Sequence[FwdHook]) -> tuple[FwdHook, ...]:
+        """The hooks as fresh pairs (each added pair its own object), every name checked against the model's."""
+        hook_spec(fwd_hooks, self.hook_names())
+        return tuple((name, fn) for name, fn in fwd_hooks)
+
+    def _no_hooks(self, what: str) -> None:
+        if self._active:
+            raise UsageError(f"{what} does not run the hooks added with add_hook or hooks() "
+                             f"({len(self._active)} active); call reset_hooks() or leave the hooks() context first")
+
     def run_with_saes(self, input: Any, saes: Any = (), use_error_term: bool = False,
                       return_type: ReturnType = "logits", attention_mask: Any = None) -> Any:
         """The call with each SAE's reconstruction at its hook, as SAELens' HookedSAETransformer (with_saes.py)."""
         _check_return_type(return_type)
+        self._no_hooks("run_with_saes")
         tokens, mask = self._ids(input, attention_mask)
         logits, _ = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term)
         if return_type == "logits":
@@ -169,6 +211,7 @@ class Pretrained:
                                  use_error_term: bool = False,
                                  attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
         """(logits, ActivationCache) with SAEs spliced in, their hook points under SAELens' names (`...hook_sae_*`)."""
+        self._no_hooks("run_with_cache_with_saes")
         tokens, mask = self._ids(input, attention_mask)
         logits, acts = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term,
                                 names_filter, cache=True)
@@ -177,6 +220,9 @@ class Pretrained:
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
+        if self._active:
+            tokens, mask = self._ids(tokens, attention_mask)
+            return _loss_of(self.run_with_hooks(tokens, attention_mask=mask), tokens, _full(tokens, mask))[0]
         tokens, mask = self._ids(tokens, attention_mask)
         return _with_loss(self.model, tokens, _full(tokens, mask))[1]
 
@@ -187,6 +233,7 @@ class Pretrained:
         Greedy unless `temperature > 0` (with an explicit `key`); the KV-cache program of `generate.generate`.
         With `stop_at_eos`, what follows a row's first generated EOS is dropped from text and set to the pad id in ids.
         """
+        self._no_hooks("generate")
         text = _is_text(input)
         if text:
             tokens, mask = self._tokenizer("generating from text").to_tokens(input, padding_side="left")
