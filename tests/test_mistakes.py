@@ -207,18 +207,32 @@ def snapshot(root: Path) -> tuple[dict, dict]:
 
 
 def _dump(path: Path, relative: str, tables: dict) -> bool:
-    """Add every row of every table of the database at `path` to `tables`; False when it cannot be read."""
+    """Add every row of every table of the database at `path` to `tables`; False when it cannot be read.
+
+    Whether it can be read is decided by the main file alone (immutable=1): read through mode=ro, a damaged file's
+    readability would depend on the -wal/-shm files a reader left beside it, which the snapshot does not compare.
+    """
+    if _rows(path, relative, "immutable=1") is None:
+        return False
     for mode in ("mode=ro", "immutable=1"):  # immutable: the file as it is, whatever -wal/-shm lie beside it
-        found: dict = {}
-        try:
-            with sqlite3.connect(f"file:{path}?{mode}", uri=True) as db:
-                for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
-                    found[f"{relative}:{name}"] = sorted(map(repr, db.execute(f'SELECT * FROM "{name}"')))
-        except sqlite3.DatabaseError:
-            continue
-        tables.update(found)
-        return True
+        found = _rows(path, relative, mode)
+        if found is not None:
+            tables.update(found)
+            return True
     return False
+
+
+def _rows(path: Path, relative: str, mode: str) -> dict | None:
+    """{relative:table: its rows} of the database at `path` opened with `mode`; None when it cannot be read."""
+    found: dict = {}
+    try:
+        with sqlite3.connect(f"file:{path}?{mode}", uri=True) as db:
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+                found[f"{relative}:{name}"] = sorted(map(repr, db.execute(f'SELECT * FROM "{name}"')))
+    except sqlite3.DatabaseError:
+        return None
+    return found
+
 
 
 # (id, argv with {node} {root} {store}, fragments the one error line holds, exit code)
