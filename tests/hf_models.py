@@ -98,3 +98,22 @@ def text_file(folder: Path, documents: int = 40, seed: int = 0) -> Path:
     path = folder / "corpus.txt"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+PEERS = "pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'"
+
+
+def transformerlens_gpt2(hf: Any, cls: Any = None) -> Any:
+    """TransformerLens' HookedTransformer (or `cls`, e.g. SAELens' HookedSAETransformer) on a transformers GPT-2's
+    weights, without weight processing (its norms keep their w and b, as lenscope's do), in eval mode."""
+    lens = pytest.importorskip("transformer_lens", reason=PEERS)
+    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+
+    c = hf.config
+    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions,
+                                       d_head=c.n_embd // c.n_head, n_heads=c.n_head, d_vocab=c.vocab_size,
+                                       d_mlp=4 * c.n_embd, act_fn="gelu_new", normalization_type="LN",
+                                       eps=c.layer_norm_epsilon, device="cpu")
+    model = (cls or lens.HookedTransformer)(cfg)
+    model.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
+    return model.eval()

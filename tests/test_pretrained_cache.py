@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hf_models import checkpoint, save_tokenizer  # noqa: E402
+from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: E402
 
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
@@ -29,18 +29,7 @@ def loaded():
 @pytest.fixture(scope="module")
 def lens_model(loaded):
     """TransformerLens' HookedTransformer on the same GPT-2 weights (no weight processing)."""
-    lens = pytest.importorskip("transformer_lens", reason="pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'")
-    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
-
-    hf, _ = loaded
-    c = hf.config
-    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=8,
-                                       n_heads=c.n_head, d_vocab=c.vocab_size, d_mlp=4 * c.n_embd,
-                                       act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
-                                       device="cpu")
-    tl = lens.HookedTransformer(cfg)
-    tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
-    return tl.eval()
+    return transformerlens_gpt2(loaded[0])
 
 
 def test_every_default_hook_equals_transformerlens(loaded, lens_model) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hf_models import checkpoint  # noqa: E402
+from hf_models import checkpoint, transformerlens_gpt2  # noqa: E402
 
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.dictionaries import Dictionary, Spec, attach, load_saelens, save_saelens  # noqa: E402
@@ -43,19 +43,8 @@ def loaded():
 @pytest.fixture(scope="module")
 def sae_model(loaded):
     """SAELens' HookedSAETransformer on the same GPT-2 weights (no weight processing)."""
-    lens = pytest.importorskip("transformer_lens", reason=SKIP)
     sae_lens = pytest.importorskip("sae_lens", reason=SKIP)
-    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
-
-    hf, _ = loaded
-    c = hf.config
-    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=8,
-                                       n_heads=c.n_head, d_vocab=c.vocab_size, d_mlp=4 * c.n_embd,
-                                       act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
-                                       device="cpu")
-    tl = sae_lens.HookedSAETransformer(cfg)
-    tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
-    return tl.eval()
+    return transformerlens_gpt2(loaded[0], sae_lens.HookedSAETransformer)
 
 
 @pytest.mark.parametrize("spec", [Spec("topk", 32, D_SAE, k=8), Spec("standard", 32, D_SAE)],
