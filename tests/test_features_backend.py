@@ -73,3 +73,17 @@ def test_record_on_an_equinox_forward_needs_no_backend() -> None:
     model, x = _tiny(), jnp.ones((4, 8))
     out, acts = record(lambda t: model(t), (x,), ["mlp"])
     np.testing.assert_allclose(acts["mlp"] + x, out, atol=1e-6)
+
+
+def test_a_forward_object_with_an_args_field_or_keywords_in_a_partial_is_read_safely() -> None:
+    model, x = _tiny(), jnp.ones((4, 8))
+
+    class Forward:
+        args = 3  # a field that happens to be called `args`, not a partial's arguments
+
+        def __call__(self, t):
+            return model(t)
+
+    assert type(backend_of_forward(Forward(), (x,))).__name__ == "LinenBackend"  # nothing visible: the default
+    keyword = functools.partial(lambda t, m: m(t), m=model)
+    assert type(backend_of_forward(keyword, (x,))).__name__ == "EquinoxBackend"

@@ -127,7 +127,6 @@ class GraphOp(OpAnalysis):
             raise UsageError(f"{self.NAME}: example={example} is outside the batch of {len(rows)}")
         return rows[example].astype(np.int32)
 
-
     def _text_prompt(self, text: str) -> np.ndarray:
         """A prompt given as text, in the trainer's tokens (`text_ids`, as a language-model job has)."""
         encode = getattr(self, "text_ids", None)

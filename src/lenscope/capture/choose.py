@@ -61,7 +61,9 @@ def resolve_backend(backend: CaptureBackend | None) -> CaptureBackend:
 def _holders(fn: Any, args: tuple) -> list[Any]:
     """Where a forward's model may sit: the callable, its bound instance, a partial's function and arguments,
     the cells its closure captured, and its own arguments."""
-    found = [fn, getattr(fn, "__self__", None), getattr(fn, "func", None), *getattr(fn, "args", ())]
+    found = [fn, getattr(fn, "__self__", None)]
+    if isinstance(fn, functools.partial):
+        found += [fn.func, *fn.args, *fn.keywords.values()]
     found += [cell.cell_contents for cell in (getattr(fn, "__closure__", None) or ()) if _filled(cell)]
     return [*found, *args]
 
