@@ -103,17 +103,26 @@ def text_file(folder: Path, documents: int = 40, seed: int = 0) -> Path:
 PEERS = "pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'"
 
 
-def transformerlens_gpt2(hf: Any, cls: Any = None) -> Any:
-    """TransformerLens' HookedTransformer (or `cls`, e.g. SAELens' HookedSAETransformer) on a transformers GPT-2's
-    weights, without weight processing (its norms keep their w and b, as lenscope's do), in eval mode."""
-    lens = pytest.importorskip("transformer_lens", reason=PEERS)
-    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+def transformerlens_gpt2(model: Any, folder: Path, cls: Any = None) -> Any:
+    """TransformerLens' HookedTransformer (or `cls`, e.g. SAELens' HookedSAETransformer) on a lenscope GPT-2's
+    weights as a user gets there: `model.save_pretrained` (the `export --to hf` folder), read by `transformers`,
+    handed to `from_pretrained("gpt2", hf_model=...)`. TransformerLens looks its config up by name, so the export
+    stands as "gpt2" in a private Hugging Face cache under `folder` (nothing is downloaded). No weight processing
+    (its norms keep their w and b, as lenscope's do); eval mode."""
+    import shutil
 
-    c = hf.config
-    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions,
-                                       d_head=c.n_embd // c.n_head, n_heads=c.n_head, d_vocab=c.vocab_size,
-                                       d_mlp=4 * c.n_embd, act_fn="gelu_new", normalization_type="LN",
-                                       eps=c.layer_norm_epsilon, device="cpu")
-    model = (cls or lens.HookedTransformer)(cfg)
-    model.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
-    return model.eval()
+    lens = pytest.importorskip("transformer_lens", reason=PEERS)
+    _, transformers = torch_or_skip()
+    export = model.save_pretrained(folder / "export")
+    if not (export / "tokenizer.json").exists():
+        save_tokenizer(export)
+    snapshot = folder / "hub" / "models--gpt2" / "snapshots" / "export"
+    shutil.copytree(export, snapshot)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("export")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(export)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(export)
+    loaded = (cls or lens.HookedTransformer).from_pretrained(
+        "gpt2", hf_model=hf, tokenizer=tokenizer, cache_dir=str(folder / "hub"), device="cpu", fold_ln=False,
+        center_writing_weights=False, center_unembed=False, fold_value_biases=False)
+    return loaded.eval()

@@ -27,9 +27,9 @@ def loaded():
 
 
 @pytest.fixture(scope="module")
-def lens_model(loaded):
+def lens_model(loaded, tmp_path_factory):
     """TransformerLens' HookedTransformer on the same GPT-2 weights (no weight processing)."""
-    return transformerlens_gpt2(loaded[0])
+    return transformerlens_gpt2(loaded[1], tmp_path_factory.mktemp("lens"))
 
 
 def test_every_default_hook_equals_transformerlens(loaded, lens_model) -> None:
@@ -76,7 +76,7 @@ def test_names_by_dotted_name_path_glob_predicate_or_name_and_layer(loaded) -> N
     np.testing.assert_allclose(np.asarray(text_logits), np.asarray(model(ids)), atol=1e-5)
 
 
-def test_one_program_per_shape_and_choice_of_hooks(loaded) -> None:
+def test_one_program_per_shape_bucket_and_choice_of_hooks(loaded) -> None:
     _, model = loaded
     ids = np.random.default_rng(1).integers(4, 50, (2, 5))
     model.run_with_cache(ids, names_filter="blocks.*.hook_resid_post")
@@ -84,7 +84,9 @@ def test_one_program_per_shape_and_choice_of_hooks(loaded) -> None:
     model.run_with_cache(ids + 1, names_filter=["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"])
     assert compiled_count(program) == 1  # the same hooks, however named, and the same shape: one program
     model.run_with_cache(ids[:, :4], names_filter="blocks.*.hook_resid_post")
-    assert compiled_count(program) == 2  # a new length: a new program
+    assert compiled_count(program) == 1  # another length in the same bucket: the same program
+    model.run_with_cache(np.tile(ids, 4), names_filter="blocks.*.hook_resid_post")
+    assert compiled_count(program) == 2  # a length in the next bucket: a new program
 
 
 def test_bad_names_say_the_nearest(loaded) -> None:

@@ -29,10 +29,10 @@ def loaded():
 
 
 @pytest.fixture(scope="module")
-def lens_model(loaded):
+def lens_model(loaded, tmp_path_factory):
     """TransformerLens' HookedTransformer on the same GPT-2 weights (no weight processing: its ln_final keeps
     its w and b, as ours does)."""
-    return transformerlens_gpt2(loaded[0])
+    return transformerlens_gpt2(loaded[1], tmp_path_factory.mktemp("lens"))
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def test_text_in_gives_the_logits_of_its_tokens(loaded) -> None:
     assert model.to_str_tokens("w1 w2") == ["<bos>", "w1", "w2"] and model.to_single_token("w5") == 9
 
 
-def test_one_program_per_shape_and_return_type(loaded) -> None:
+def test_one_program_per_shape_bucket_and_return_type(loaded) -> None:
     _, model = loaded
     ids = IDS[:, :7]
     model(ids, return_type="loss")
@@ -72,7 +72,9 @@ def test_one_program_per_shape_and_return_type(loaded) -> None:
     model.loss_per_token(ids + 2)
     assert compiled_count(module._with_loss) == before      # same shape: the same program
     model(IDS[:, :8], return_type="loss")
-    assert compiled_count(module._with_loss) == before + 1  # a new length: a new program
+    assert compiled_count(module._with_loss) == before      # another length in the same bucket (16): the same
+    model(np.tile(IDS, 2), return_type="loss")
+    assert compiled_count(module._with_loss) == before + 1  # a length in the next bucket (32): a new program
 
 
 def test_bad_calls_say_what_is_expected(loaded) -> None:

@@ -41,10 +41,10 @@ def loaded():
 
 
 @pytest.fixture(scope="module")
-def sae_model(loaded):
+def sae_model(loaded, tmp_path_factory):
     """SAELens' HookedSAETransformer on the same GPT-2 weights (no weight processing)."""
     sae_lens = pytest.importorskip("sae_lens", reason=SKIP)
-    return transformerlens_gpt2(loaded[0], sae_lens.HookedSAETransformer)
+    return transformerlens_gpt2(loaded[1], tmp_path_factory.mktemp("lens"), sae_lens.HookedSAETransformer)
 
 
 @pytest.mark.parametrize("spec", [Spec("topk", 32, D_SAE, k=8), Spec("standard", 32, D_SAE)],
@@ -92,7 +92,9 @@ def test_hooks_given_every_way_and_one_program_per_shape(loaded, tmp_path) -> No
     model.run_with_saes(ids, saes=[(random_sae(Spec("topk", 32, D_SAE, k=8), seed=1), HOOK)])  # new weights
     assert compiled_count(program) == compiled and next(reversed(model._with_saes.values())) is program
     model.run_with_saes(ids[:, :4], saes=[attach(sae, HOOK)])
-    assert compiled_count(program) == compiled + 1  # a new length: a new program
+    assert compiled_count(program) == compiled  # another length in the same bucket: the same program
+    model.run_with_saes(np.tile(ids, 4), saes=[attach(sae, HOOK)])
+    assert compiled_count(program) == compiled + 1  # a length in the next bucket: a new program
     save_saelens(sae, tmp_path, metadata={"hook_name": "blocks.1.hook_resid_post"})
     overridden = model.run_with_saes(ids, saes=[(load_saelens(tmp_path)[0], HOOK)])  # the pair's name wins
     np.testing.assert_allclose(np.asarray(overridden), np.asarray(first), atol=1e-5)
@@ -113,7 +115,7 @@ def test_bad_saes_are_refused_by_name_before_anything_runs(loaded) -> None:
     with pytest.raises(UsageError, match=r"'blocks.0.hook_resid_pots' is not a hook point.*such as "
                                          r"blocks.0.hook_resid_post.*nearest: blocks.0.hook_resid_post"):
         model.run_with_saes(ids, saes=[(sae, "blocks.0.hook_resid_pots")])
-    with pytest.raises(UsageError, match=r"d_in=16, but the activation there is \(1, 3, 32\).*expected an SAE with "
+    with pytest.raises(UsageError, match=r"d_in=16, but the activation there is 32 wide; expected an SAE with "
                                          r"d_in=32"):
         model.run_with_cache_with_saes(ids, saes=[(random_sae(Spec("standard", 16, D_SAE)), HOOK)])
     with pytest.raises(UsageError, match=r"carries no hook name; give each SAE with its hook: attach\(dictionary, "

@@ -103,7 +103,10 @@ def save_hf_folder(model: Decoder, cfg: DecoderConfig, hf_config: Mapping[str, A
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"{folder} exists and is not an empty folder; give a new folder to export into")
-    files = {"config.json": json.dumps(dict(hf_config), indent=1).encode(),
+    config = dict(hf_config)
+    if cfg.family == "gpt2":  # GPT-2's own config.json carries n_ctx beside n_positions, and TransformerLens reads it
+        config.setdefault("n_ctx", config["n_positions"])
+    files = {"config.json": json.dumps(config, indent=1).encode(),
              "model.safetensors": _safetensors(hf_state_dict(model, cfg))}
     files |= _tokenizer_files(tokenizer) if tokenizer is not None else {}
     staging = folder.with_name(f".{folder.name}.partial")

@@ -21,6 +21,7 @@ from ...capture.equinox import EquinoxBackend
 from ...capture.patch import record
 from ...errors import UsageError
 from .activation_cache import ActivationCache, hook_names, select_hooks
+from .buckets import Padded, pad_batch
 from .cache_stacks import ModelView
 from .config import DecoderConfig
 from .decoder import Decoder
@@ -53,10 +54,11 @@ def _next_token_loss(logits: jax.Array, tokens: jax.Array, mask: jax.Array) -> t
 
 
 @eqx.filter_jit
-def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Logits, the next-token loss [batch, seq-1] and its mean, in one program."""
+def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array,
+               counted: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Logits, the next-token loss [batch, seq-1] and its mean over the `counted` tokens, in one program."""
     logits = model(tokens, mask)
-    return (logits, *_next_token_loss(logits, tokens, mask))
+    return (logits, *_next_token_loss(logits, tokens, counted))
 
 
 _loss_of = jax.jit(_next_token_loss)
@@ -100,21 +102,23 @@ class Pretrained:
                                     compare=False)
     _active: tuple[FwdHook, ...] = field(default=(), init=False, repr=False, compare=False)
     _with_saes: OrderedDict[Any, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
+    buckets: bool = field(default=True, compare=False)  # pad inputs to shape buckets (buckets.py); False: exact
 
     def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
         """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
         `return_type="loss"` the mean next-token loss over real tokens, `"both"` (logits, loss).
 
-        One compiled program per shape and return type; with hooks added (`hooks()`, `add_hook`), run_with_hooks'.
+        One compiled program per shape bucket and return type; with hooks added (`hooks()`, `add_hook`),
+        run_with_hooks'.
         """
         _check_return_type(return_type)
         if self._active:
             return self.run_with_hooks(tokens, attention_mask=attention_mask, return_type=return_type)
-        tokens, mask = self._ids(tokens, attention_mask)
+        padded = self._padded(tokens, attention_mask)
         if return_type == "logits":
-            return _forward(self.model, tokens, mask)
-        logits, _, loss = _with_loss(self.model, tokens, _full(tokens, mask))
-        return loss if return_type == "loss" else (logits, loss)
+            return padded.cut(_forward(self.model, padded.tokens, padded.mask))
+        logits, _, loss = _with_loss(self.model, padded.tokens, padded.mask, padded.counted)
+        return loss if return_type == "loss" else (padded.cut(logits), loss)
 
     def save_pretrained(self, folder: str | os.PathLike) -> Path:
         """This model as a Hugging Face folder `transformers` reads (config.json, model.safetensors, tokenizer)."""
@@ -133,16 +137,19 @@ class Pretrained:
         shape and choice of hooks. `names_filter`: None (every hook but hook_result, hook_attn_in and hook_mlp_in,
         as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name. The cache gets the
         weights its analysis utilities read (accumulated_resid, decompose_resid, ...: a ModelView). With hooks
-        added (`hooks()`, `add_hook`), they run in the forward and the cache holds what they returned."""
-        tokens, mask = self._ids(input, attention_mask)
+        added (`hooks()`, `add_hook`), they run in the forward (at the exact shape: hooks see every position) and
+        the cache holds what they returned."""
         chosen = tuple(select_hooks(self.hook_names(), names_filter))
         spec = hook_spec(self._active, self.hook_names())
         if spec:
+            tokens, mask = self._ids(input, attention_mask)
             logits, acts = self._hooked.get(spec, chosen)(self.model, tokens, mask)
         else:
             if chosen not in self._programs:
                 self._programs[chosen] = _recorder(chosen)
-            logits, acts = self._programs[chosen](self.model, tokens, mask)
+            padded = self._padded(input, attention_mask)
+            logits, acts = self._programs[chosen](self.model, padded.tokens, padded.mask)
+            logits, acts = padded.cut(logits), padded.cut_recorded(acts)
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
         return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
@@ -151,7 +158,8 @@ class Pretrained:
         """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` is compiled into
         the forward, and `fn`'s result replaces the activation (None leaves it), after the hooks already added
         (`hooks()`, `add_hook`). The programs of the last HOOKED_KEPT choices of hooks are kept: define hook
-        functions once, not a new lambda per call."""
+        functions once, not a new lambda per call. Hooked calls run at the exact shape (no bucket), since a hook
+        indexes positions (`x[:, -1]`) and must not see padding."""
         _check_return_type(return_type)
         tokens, mask = self._ids(input, attention_mask)
         logits = self._hooked.get(hook_spec((*self._active, *fwd_hooks), self.hook_names()))(self.model, tokens, mask)
@@ -200,21 +208,23 @@ class Pretrained:
         """The call with each SAE's reconstruction at its hook, as SAELens' HookedSAETransformer (with_saes.py)."""
         _check_return_type(return_type)
         self._no_hooks("run_with_saes")
-        tokens, mask = self._ids(input, attention_mask)
-        logits, _ = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term)
+        padded = self._padded(input, attention_mask)
+        logits, _ = run_saes(self.model, self._with_saes, self.hook_names(), padded.tokens, padded.mask, saes,
+                             use_error_term)
         if return_type == "logits":
-            return logits
-        loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
-        return loss if return_type == "loss" else (logits, loss)
+            return padded.cut(logits)
+        loss = _loss_of(logits, padded.tokens, padded.counted)[1]
+        return loss if return_type == "loss" else (padded.cut(logits), loss)
 
     def run_with_cache_with_saes(self, input: Any, saes: Any = (), names_filter: Any = None,
                                  use_error_term: bool = False,
                                  attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
         """(logits, ActivationCache) with SAEs spliced in, their hook points under SAELens' names (`...hook_sae_*`)."""
         self._no_hooks("run_with_cache_with_saes")
-        tokens, mask = self._ids(input, attention_mask)
-        logits, acts = run_saes(self.model, self._with_saes, self.hook_names(), tokens, mask, saes, use_error_term,
-                                names_filter, cache=True)
+        padded = self._padded(input, attention_mask)
+        logits, acts = run_saes(self.model, self._with_saes, self.hook_names(), padded.tokens, padded.mask, saes,
+                                use_error_term, names_filter, cache=True)
+        logits, acts = padded.cut(logits), padded.cut_recorded(acts)
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
         return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
@@ -223,8 +233,8 @@ class Pretrained:
         if self._active:
             tokens, mask = self._ids(tokens, attention_mask)
             return _loss_of(self.run_with_hooks(tokens, attention_mask=mask), tokens, _full(tokens, mask))[0]
-        tokens, mask = self._ids(tokens, attention_mask)
-        return _with_loss(self.model, tokens, _full(tokens, mask))[1]
+        padded = self._padded(tokens, attention_mask)
+        return padded.cut_loss(_with_loss(self.model, padded.tokens, padded.mask, padded.counted)[1])
 
     def generate(self, input: Any, max_new_tokens: int = 20, *, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
@@ -240,8 +250,12 @@ class Pretrained:
         else:
             tokens, mask = self._ids(input, None)
             tokens, mask = np.asarray(tokens), np.ones(tokens.shape, np.int32)
-        out = np.array(generate(self.model, tokens, mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                                top_k=top_k, top_p=top_p, key=key))
+        run = Padded(jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(mask), *tokens.shape)
+        if self.buckets:  # the prompt padded on the left; the cache holds prompt and continuation
+            cap = None if self.config.n_positions is None else self.config.n_positions - max_new_tokens
+            run = pad_batch(tokens, mask, cap=cap, side="left")
+        out = np.array(generate(self.model, run.tokens, run.mask, max_new_tokens=max_new_tokens,
+                                temperature=temperature, top_k=top_k, top_p=top_p, key=key))[:run.batch, run.left:]
         prompt = tokens.shape[1]
         keep = np.concatenate([mask, np.ones((out.shape[0], out.shape[1] - prompt), np.int32)], axis=1)
         eos = self.tokenizer.eos_token_id if self.tokenizer is not None else self.hf_config.get("eos_token_id")
@@ -255,6 +269,14 @@ class Pretrained:
             return out
         strings = self.tokenizer.to_string(out, keep)
         return strings[0] if isinstance(input, str) else strings
+
+    def _padded(self, given: Any, attention_mask: Any) -> Padded:
+        """Ids and mask of text or ids, padded to their shape bucket (with `buckets`), else as given."""
+        tokens, mask = self._ids(given, attention_mask)
+        if not self.buckets:
+            full = _full(tokens, mask)
+            return Padded(tokens, full, full, *tokens.shape)
+        return pad_batch(tokens, mask, cap=self.config.n_positions)
 
     def _ids(self, given: Any, attention_mask: Any) -> tuple[jax.Array, jax.Array | None]:
         """Token ids [batch, seq] and mask from ids or text (text through the tokenizer, right-padded)."""

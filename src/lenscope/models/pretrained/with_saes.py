@@ -117,7 +117,7 @@ def _splice(path: str, sae: Any, error: bool, found: dict[str, jax.Array]) -> An
         d_in = int(sae.spec.d_in)
         if x.shape[-1] != d_in:
             raise UsageError(f"the SAE at {path.replace('/', '.')!r} has d_in={d_in}, but the activation there is "
-                             f"{tuple(x.shape)} (width {x.shape[-1]}); expected an SAE with d_in={x.shape[-1]}, one "
+                             f"{x.shape[-1]} wide; expected an SAE with d_in={x.shape[-1]}, one "
                              "trained on this hook of this model")
         pre = sae.hidden_pre(x)
         if getattr(sae.spec, "rescale_acts_by_decoder_norm", False):  # SAELens' hook is before the rescaling
