@@ -256,6 +256,39 @@ def print_rows(rows: list[Row], seq: int, rounds: int) -> None:
               f"{ratio(r.warm):.2f} | {meets(r)} |")
 
 
+def forward_gflop(sizes: Sizes, batch: int, seq: int) -> float:
+    """Multiply-adds x 2 of one forward: every block's matrices, attention over the sequence, and the unembedding."""
+    d, mlp = sizes.d_model, 4 * sizes.d_model
+    per_token = sizes.layers * (2 * (4 * d * d + 2 * d * mlp) + 4 * seq * d) + 2 * d * sizes.vocab
+    return batch * seq * per_token / 1e9
+
+
+def matmul_ceiling() -> float:
+    """GFLOP/s of one compiled float32 2048x2048 matmul, best of 5: what this CPU's cores deliver on plain GEMM."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.asarray(np.random.default_rng(0).random((2048, 2048)), jnp.float32)
+    square = jax.jit(lambda x: x @ x)
+    square(a).block_until_ready()
+    best = min(timed(lambda: square(a).block_until_ready())[0] for _ in range(5))
+    return 2 * 2048**3 / best / 1e9
+
+
+def print_rates(rows: list[Row], sizes: Sizes, seq: int) -> None:
+    """Each forward row's arithmetic rate on both sides beside the matmul ceiling: how far 2x could go."""
+    ceiling = matmul_ceiling()
+    print(f"\narithmetic: a float32 2048x2048 matmul runs at {ceiling:.0f} GFLOP/s here")
+    for r in rows:
+        if r.name == "generate":
+            continue
+        work = forward_gflop(sizes, r.batch, seq)
+        ours, theirs = (work / (statistics.median(r.warm[side]) / 1e3) for side in ("lenscope", "TransformerLens"))
+        print(f"  {ROWS[r.name]}, batch {r.batch}: {work:.2f} GFLOP; lenscope {ours:.0f} GFLOP/s "
+              f"({ours / ceiling:.0%} of the matmul rate), TransformerLens {theirs:.0f} GFLOP/s; 2x TransformerLens "
+              f"would take {2 * theirs:.0f} GFLOP/s")
+
+
 def main() -> None:
     """Build both models, measure every chosen row at every batch, print the table."""
     args = parse()
@@ -276,6 +309,7 @@ def main() -> None:
     rows = [measure(sides, row, batch, args.seq, args.rounds)
             for batch in map(int, args.batches.split(",")) for row in args.rows.split(",")]
     print_rows(rows, args.seq, args.rounds)
+    print_rates(rows, sizes, args.seq)
     print(f"load average at the end: {load()}")
 
 
