@@ -94,3 +94,22 @@ def test_lm_sae_then_transcoders_then_the_graph(lm: dict, capsys: pytest.Capture
                           ("replacement_score", "completeness_score", "features", "kept_nodes")}
     assert 0 <= graph["analysis/compute_attribution_graph/completeness_score"] <= 1
     assert {"compute_attribution_graph", "compute_attribution_graph.parquet"} <= set(artifacts)
+
+
+def test_lm_crosscoder_over_two_checkpoints_of_a_run(lm: dict, capsys: pytest.CaptureFixture) -> None:
+    code, out, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=2", "logging/checkpoint_interval=1",
+                         *lm["store"])
+    assert code == 0, err
+    model = Node.parse(out.strip().splitlines()[-1].split(" ", 1)[1])
+    small = [a for a in SMALL if not a.startswith("sae/dashboards")]  # crosscoders have no dashboards
+    code, out, err = run(capsys, "run", "lm/crosscoder", *lm["store"], "--base", str(model), *small)
+    assert code == 0, err
+    crosscoder = Node.parse(out.strip().splitlines()[-1].split(" ", 1)[1])
+    with Store(lm["root"] / "runs") as store:
+        first = store.query().nonce(crosscoder.nonce).seq(0).all()[0]
+        assert store.parents(first) == [Node("lm.train", model.nonce, 1), Node("lm.train", model.nonce, 2)]
+        record = store.get(crosscoder)
+    assert crosscoder.name == "lm.crosscoder" and "crosscoder.parquet" in record.artifacts
+    assert record.config["sae"]["sites"] == ["blocks.0.hook_resid_post"]  # lm/sae's default site
+    for step in (1, 2):
+        assert record.values[f"eval/step_{step}/explained_variance"] <= 1.0

@@ -31,6 +31,7 @@ BUILTIN_JOBS = {
     "grokking/probe": "lenscope.examples.grokking_probe",
     "grokking/probe_acts": "lenscope.examples.grokking_probe",
     "grokking/sae": "lenscope.examples.grokking_sae",
+    "grokking/crosscoder": "lenscope.examples.grokking_sae",
     "induction/train": "lenscope.examples.induction_analyses",
     "induction/position_loss": "lenscope.examples.induction_analyses",
     "induction/repeated_tokens": "lenscope.examples.induction_analyses",
@@ -41,6 +42,7 @@ BUILTIN_JOBS = {
     "lm/eval": "lenscope.examples.lm",
     "lm/sae": "lenscope.examples.lm_dictionaries",
     "lm/transcoder": "lenscope.examples.lm_dictionaries",
+    "lm/crosscoder": "lenscope.examples.lm_dictionaries",
 }
 _BUILTIN_MODULES = tuple(dict.fromkeys(BUILTIN_JOBS.values()))
 _FILE_PREFIX = "lenscope_jobfile_"  # + 12 hex digits of the file's resolved path + "_" + its stem

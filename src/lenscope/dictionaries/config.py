@@ -70,3 +70,22 @@ class SaeConfig(TrainerConfig):
     lr: float = field("optimization/lr", default=3e-4)
     validation_interval: int = field("logging/validation_interval", default=500)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=500)
+
+
+@dataclass
+class CrosscoderConfig(SaeConfig):
+    """A crosscoder over checkpoints of one model lineage: `--base` a run, `crosscoder/steps` its checkpoints."""
+
+    checkpoint_steps: str = field("crosscoder/steps", default="all",
+                                  help="the checkpoints of the --base run's lineage the crosscoder reads: all, or a "
+                                       "list of their steps, e.g. [1000,2000,4000]")
+    architecture: Literal["standard", "topk", "batchtopk", "jumprelu", "gated", "matryoshka_batchtopk"] = field(
+        "sae/architecture", default="standard",
+        help="crosscoders: standard (ReLU; L1 penalty weighted by the sum of the checkpoints' decoder norms) or "
+             "batchtopk (ranked by that sum)")
+    expansion: int = field("sae/expansion", default=16, ge=1,
+                           help="latents per dimension of one model's activation (d_sae = this * d, whatever the "
+                                "number of checkpoints)")
+    dashboards: int = field("sae/dashboards", default=0, ge=0, help="crosscoders have no feature dashboards: 0")
+    eval_spliced: bool = field("sae/eval_spliced", default=False,
+                               help="crosscoders have no spliced evaluation: false")

@@ -6,7 +6,9 @@ and, for a skip transcoder, `W_skip` [d_in, d_out] (the output adds `x @ W_skip`
 transpose). A gated dictionary's `b_enc` is SAELens' `b_gate` (the gate path's bias) and it also holds the
 magnitude path's `b_mag` and `r_mag` [d_sae] (magnitude weights `W_enc * exp(r_mag)`). An SAE
 reconstructs its input (d_out = d_in, and by default subtracts `b_dec` from the input before encoding);
-a transcoder predicts another activation from it (never subtracts `b_dec`).
+a transcoder predicts another activation from it (never subtracts `b_dec`). A crosscoder (Lindsey et al.
+2024) is an SAE over `blocks` models' activations concatenated: its decoder row is one block per model, and
+its decoder norm (what the L1 penalty and the decoder-norm ranking weigh) is the sum of the blocks' norms.
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ class Spec:
     apply_b_dec_to_input: bool = True  # SAEs only: encode x - b_dec
     rescale_acts_by_decoder_norm: bool = False  # topk/batchtopk: rank pre-activations times decoder-row norms
     matryoshka_widths: tuple[int, ...] = ()  # matryoshka_batchtopk: the nested prefix widths, ending at d_sae
+    blocks: int = 1  # a crosscoder: the models whose activations are concatenated in x (d_in and d_out split evenly)
 
     def __post_init__(self) -> None:
         """Refuse an unknown architecture or impossible sizes, naming the nearest valid choice."""
         if self.architecture not in ARCHITECTURES:
             raise ConfigError(f"dictionary architecture {self.architecture!r}{hint(self.architecture, ARCHITECTURES)}"
                               f"; expected one of {', '.join(ARCHITECTURES)}")
-        for name in ("d_in", "d_sae", "k"):
+        for name in ("d_in", "d_sae", "k", "blocks"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"dictionary {name} must be a positive integer, got {getattr(self, name)!r}")
         if self.architecture in ("topk", *BATCH_TOPK) and self.k > self.d_sae:
@@ -65,6 +68,9 @@ class Spec:
         elif self.d_out != self.d_in or self.skip:
             raise ConfigError(f"an SAE reconstructs its input (d_out = d_in = {self.d_in}, no skip); set "
                               f"transcoder=True for d_out={self.d_out} or a skip connection")
+        if self.blocks > 1 and (self.transcoder or self.d_in % self.blocks):
+            raise ConfigError(f"a crosscoder of {self.blocks} blocks reconstructs its input, split evenly: d_in="
+                              f"{self.d_in} must be a multiple of {self.blocks}, and it cannot be a transcoder")
 
     def replace(self, **changes: Any) -> Spec:
         """A copy with some fields changed (checked again)."""
@@ -148,8 +154,14 @@ class Dictionary:
         return self._projected(x) + self.b_enc
 
     def decoder_norms(self) -> jax.Array:
-        """The L2 norm of each decoder row [d_sae]."""
-        return jnp.linalg.norm(self.W_dec, axis=-1)
+        """The L2 norm of each decoder row [d_sae]; a crosscoder's: the sum of its blocks' norms."""
+        if self.spec.blocks == 1:
+            return jnp.linalg.norm(self.W_dec, axis=-1)
+        return self.block_norms().sum(-1)
+
+    def block_norms(self) -> jax.Array:
+        """The L2 norm of each decoder row's part for each block (model) [d_sae, blocks]."""
+        return jnp.linalg.norm(self.W_dec.reshape(*self.W_dec.shape[:-1], self.spec.blocks, -1), axis=-1)
 
     def activate(self, pre: jax.Array) -> jax.Array:
         """Latents from pre-activations, at inference (BatchTopK acts as the JumpReLU it is saved as)."""
@@ -226,12 +238,17 @@ def scatter(values: jax.Array, indices: jax.Array, size: int) -> jax.Array:
 def init_params(key: jax.Array, spec: Spec, *, decoder_init_norm: float | None = 0.1,
                 init_threshold: float = 0.0, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
     """Fresh parameters as SAELens initializes them: Kaiming-uniform decoder rows scaled to `decoder_init_norm`,
-    the encoder its transpose (an SAE) or drawn alike (a transcoder), zero biases, skip and gated r_mag."""
+    the encoder its transpose (an SAE) or drawn alike (a transcoder), zero biases, skip and gated r_mag.
+
+    A crosscoder's decoder rows are scaled block by block, each block to `decoder_init_norm`, so every model
+    starts with an equal share of every latent.
+    """
     dec_key, enc_key = jax.random.split(key)
     bound = (6.0 / spec.d_out) ** 0.5  # torch's kaiming_uniform_ on [d_sae, d_out]: fan_in = d_out, gain sqrt(2)
     W_dec = jax.random.uniform(dec_key, (spec.d_sae, spec.d_out), dtype, -bound, bound)
     if decoder_init_norm is not None:
-        W_dec = W_dec / jnp.linalg.norm(W_dec, axis=-1, keepdims=True) * decoder_init_norm
+        blocks = W_dec.reshape(spec.d_sae, spec.blocks, -1)
+        W_dec = (blocks / jnp.linalg.norm(blocks, axis=-1, keepdims=True) * decoder_init_norm).reshape(W_dec.shape)
     if spec.transcoder:
         enc_bound = (6.0 / spec.d_sae) ** 0.5
         W_enc = jax.random.uniform(enc_key, (spec.d_in, spec.d_sae), dtype, -enc_bound, enc_bound)

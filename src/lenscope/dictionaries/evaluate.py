@@ -35,7 +35,11 @@ EPS = 1e-8  # the floor of a cosine's denominator (torch.nn.functional.cosine_si
 def reconstruction_sums(d: Dictionary, x: jax.Array, y: jax.Array) -> dict[str, jax.Array]:
     """Sums over the tokens of one batch [tokens, d] that `finish` turns into SAELens' metrics (streamable)."""
     latents = d.encode(x)
-    out = d.decode(latents, x)
+    return output_sums(y, d.decode(latents, x), latents)
+
+
+def output_sums(y: jax.Array, out: jax.Array, latents: jax.Array) -> dict[str, jax.Array]:
+    """reconstruction_sums of a target y, an output and the latents that made it (a crosscoder's: one model's part)."""
     rss = jnp.sum((y - out) ** 2, axis=-1)
     norm_in, norm_out = jnp.linalg.norm(y, axis=-1), jnp.linalg.norm(out, axis=-1)
     centred = jnp.sum((y - y.mean(0)) ** 2, axis=-1)

@@ -101,8 +101,9 @@ def train_latents(d: Dictionary, pre: jax.Array, cfg: LossConfig) -> jax.Array:
 
 
 def auxk_loss(d: Dictionary, residual: jax.Array, pre: jax.Array, dead: jax.Array) -> jax.Array:
-    """AuxK: the top d_in // 2 dead pre-activations decode (without b_dec) the detached residual [tokens, d_out]."""
-    k_aux = d.spec.d_in // 2
+    """AuxK: the top d_in // 2 dead pre-activations decode (without b_dec) the detached residual [tokens, d_out]
+    (a crosscoder's: half of one model's width, d_in // (2 * blocks))."""
+    k_aux = d.spec.d_in // (2 * d.spec.blocks)
     dead_count = dead.sum()
     values, indices = jax.lax.top_k(jnp.where(dead, pre, -jnp.inf), min(k_aux, d.spec.d_sae))
     values = jnp.where(jnp.isfinite(values), values, 0.0)  # fewer dead latents than k_aux: the rest add nothing

@@ -33,6 +33,9 @@ _NORMALIZATIONS = ("none", "expected_average_only_in")  # the latter is folded i
 
 def saelens_architecture(spec: Spec) -> str:
     """The SAELens architecture name a dictionary is saved under; a UsageError for one SAELens cannot hold."""
+    if spec.blocks > 1:
+        raise UsageError(f"SAELens has no crosscoder format (this dictionary reads {spec.blocks} models' activations "
+                         "side by side); keep a crosscoder as its lenscope node")
     arch = "jumprelu" if spec.architecture in BATCH_TOPK else spec.architecture
     if not spec.transcoder:
         return arch

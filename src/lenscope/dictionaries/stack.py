@@ -4,9 +4,12 @@ partition rules that shard its latents over the mesh's `model` axis."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from ..training.rules import Rule, Rules
 from .core import Dictionary, Spec
@@ -52,14 +55,17 @@ class DictionaryStack(nn.Module):
         return jax.vmap(lambda d, v: d(v), in_axes=(0, 1), out_axes=1)(stacked, x)
 
 
-def unscale(d: Dictionary, in_scale: float, out_scale: float) -> Dictionary:
+def unscale(d: Dictionary, in_scale: Any, out_scale: Any) -> Dictionary:
     """A dictionary trained on activations scaled by (in_scale, out_scale), as one for the unscaled activations.
 
+    A scale is one number, or one per feature ([d_in], [d_out]: a crosscoder's, constant over each block).
     Decoder-norm ranking is folded first, so the result needs no flags (what SAELens saves).
     """
     if d.spec.rescale_acts_by_decoder_norm:
         d = d.fold_decoder_norms()
-    out = d.replace(W_enc=d.W_enc * in_scale, W_dec=d.W_dec / out_scale, b_dec=d.b_dec / out_scale)
+    rows = float(in_scale) if np.ndim(in_scale) == 0 else jnp.asarray(in_scale)[:, None]  # W_enc's rows
+    out_scale = float(out_scale) if np.ndim(out_scale) == 0 else jnp.asarray(out_scale)
+    out = d.replace(W_enc=d.W_enc * rows, W_dec=d.W_dec / out_scale, b_dec=d.b_dec / out_scale)
     if d.W_skip is not None:
-        out = out.replace(W_skip=d.W_skip * (in_scale / out_scale))
+        out = out.replace(W_skip=d.W_skip * (rows / out_scale))
     return out

@@ -88,21 +88,38 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
     def model_trainer(self) -> Any:
         """The explained model's trainer, restored at the source node (attached: it writes nothing there)."""
         if self._model_trainer is None:
-            node = self.source
-            job = self.args.model_job or next((name for name, cls in jobs().items() if node_name(cls) == node.name),
-                                              None)
-            if job is None:
-                raise UsageError(f"no registered job makes nodes named {node.name!r}; set sae/model_job to the "
-                                 f"model's job (a registered name, package.module:Class or file.py:Class)")
-            trainer = resolve(job)(None, base=node, store=self.store)
-            trainer.setup(attach=True)
-            self._model_trainer = trainer
+            self._model_trainer = self.model_at(self.source)
         return self._model_trainer
 
-    def _capture(self, split: str) -> Activations:
+    def model_at(self, node: Node) -> Any:
+        """A trainer of the explained model's job restored at `node`, attached (the caller cleans it up)."""
+        job = self.args.model_job or next((name for name, cls in jobs().items() if node_name(cls) == node.name), None)
+        if job is None:
+            raise UsageError(f"no registered job makes nodes named {node.name!r}; set sae/model_job to the "
+                             f"model's job (a registered name, package.module:Class or file.py:Class)")
+        trainer = resolve(job)(None, base=node, store=self.store)
+        try:
+            trainer.setup(attach=True)
+        except BaseException:
+            trainer.cleanup()
+            raise
+        return trainer
+
+    @property
+    def inputs(self) -> list[str]:
+        """The activation column each stacked dictionary reads: the sites."""
+        return list(self.args.sites)
+
+    @property
+    def outputs(self) -> list[str]:
+        """The column each stacked dictionary reconstructs or predicts: the targets, else the sites."""
+        return list(self.args.targets or self.args.sites)
+
+    def _capture(self, split: str, model: Any = None) -> Activations:
+        """The activations at the sites and targets over `split` of `model` (the source's trainer by default)."""
         sites = list(self.args.sites) + list(self.args.targets or [])
-        return cached_activations(self.model_trainer(), sites, split, positions=self.args.positions,
-                                  pending=self._unsaved)
+        model = model if model is not None else self.model_trainer()
+        return cached_activations(model, sites, split, positions=self.args.positions, pending=self._unsaved)
 
     @cached_property
     def activations(self) -> dict[str, Activations]:
@@ -123,12 +140,11 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
     def scales(self) -> tuple[np.ndarray, np.ndarray]:
         """Per layer the input and target scale factors (1 without normalization)."""
         acts = self.activations["train"]
-        targets = list(self.args.targets or self.args.sites)
         if self.args.normalize == "none":
-            ones = np.ones(len(self.args.sites), np.float32)
+            ones = np.ones(len(self.inputs), np.float32)
             return ones, ones
-        return (np.asarray([norm_scale(acts.sites[s]) for s in self.args.sites], np.float32),
-                np.asarray([norm_scale(acts.sites[s]) for s in targets], np.float32))
+        return (np.asarray([norm_scale(acts.sites[s]) for s in self.inputs], np.float32),
+                np.asarray([norm_scale(acts.sites[s]) for s in self.outputs], np.float32))
 
     @cached_property
     def spec(self) -> Spec:
@@ -136,11 +152,16 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         a, acts = self.args, self.activations["train"]
         if a.targets is not None and len(a.targets) != len(a.sites):
             raise UsageError(f"sae/targets has {len(a.targets)} sites for {len(a.sites)} sae/sites; give one each")
-        d_in = self._stacked(acts, list(a.sites)).shape[-1]
+        d_in = self._stacked(acts, self.inputs).shape[-1]
         d_out = self._stacked(acts, list(a.targets)).shape[-1] if a.targets else 0
-        return Spec(a.architecture, d_in, a.expansion * d_in, d_out=d_out, k=a.k, transcoder=a.targets is not None,
-                    skip=a.skip, rescale_acts_by_decoder_norm=a.rescale and a.architecture in ("topk", *BATCH_TOPK),
-                    matryoshka_widths=tuple(a.matryoshka_widths or ()))
+        return self.spec_of(d_in, a.expansion * d_in, d_out=d_out)
+
+    def spec_of(self, d_in: int, d_sae: int, *, d_out: int = 0, blocks: int = 1) -> Spec:
+        """The Spec the config asks for, at these sizes."""
+        a = self.args
+        return Spec(a.architecture, d_in, d_sae, d_out=d_out, k=a.k, transcoder=a.targets is not None, skip=a.skip,
+                    rescale_acts_by_decoder_norm=a.rescale and a.architecture in ("topk", *BATCH_TOPK),
+                    matryoshka_widths=tuple(a.matryoshka_widths or ()), blocks=blocks)
 
     @property
     def loss_config(self) -> LossConfig:
@@ -152,7 +173,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
     # -- BaseTrainer's construction hooks ----------------------------------------------
     def build_model(self) -> DictionaryStack:
         """One dictionary per site, stacked."""
-        return DictionaryStack(self.spec, len(self.args.sites))
+        return DictionaryStack(self.spec, len(self.inputs))
 
     def build_schedule(self) -> optax.Schedule:
         """SAELens' schedule: linear warm-up from lr / warmup_steps, constant, linear decay to 0 over decay_steps."""
@@ -178,7 +199,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         in_scale, out_scale = self.scales
         splits = {}
         for split, acts in self.activations.items():
-            arrays = {"inputs": self._stacked(acts, list(self.args.sites)) * in_scale[:, None]}
+            arrays = {"inputs": self._stacked(acts, self.inputs) * in_scale[:, None]}
             if self.args.targets:
                 arrays["targets"] = self._stacked(acts, list(self.args.targets)) * out_scale[:, None]
             splits[split] = arrays
@@ -189,13 +210,13 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         a = self.args
         init = partial(init_params, spec=self.spec, decoder_init_norm=a.decoder_init_norm,
                        init_threshold=a.init_threshold if a.architecture == "jumprelu" else 0.0)
-        return jax.vmap(lambda k: init(k))(jax.random.split(key, len(a.sites)))
+        return jax.vmap(lambda k: init(k))(jax.random.split(key, len(self.inputs)))
 
     def init_state(self, key: jax.Array) -> TrainState:
         """Parameters, Adam state and the steps since each latent last fired (the dead-latent window)."""
         init_key, state_key = jax.random.split(key)
         params = self.init_params(init_key)
-        since = jnp.zeros((len(self.args.sites), self.spec.d_sae), jnp.int32)
+        since = jnp.zeros((len(self.inputs), self.spec.d_sae), jnp.int32)
         return TrainState.create(params, self.optimizer.init(params), state_key, model_state={"since_fired": since})
 
     def _make_lineage(self, mode: Mode) -> Lineage:
@@ -264,18 +285,22 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         params = self.state.params if params is None else params
         in_scale, out_scale = self.scales
         return [unscale(Dictionary.of(self.spec, jax.tree_util.tree_map(lambda v, i=i: v[i], params)),
-                        float(in_scale[i]), float(out_scale[i])) for i in range(len(self.args.sites))]
+                        in_scale[i], out_scale[i]) for i in range(len(self.inputs))]
 
     def validate(self) -> dict[str, float]:
         """SAELens' metrics of every layer recorded on the current node, then the tandem analyses."""
-        from .validation import validation_values  # lazy: the evaluation programs are built on first use
-
         values = {f"val/{k}": v for k, v in self.evaluate("validation").items()}
-        values.update(validation_values(self))
+        values.update(self.validation_values())
         self.lineage.record(values)
         self.on_validation_end(values)
         self.run_tandem()
         return values
+
+    def validation_values(self) -> dict[str, float]:
+        """SAELens' metrics of every layer's dictionary on the validation activations, as `eval/...` values."""
+        from .validation import validation_values  # lazy: the evaluation programs are built on first use
+
+        return validation_values(self)
 
     def on_train_end(self) -> None:
         """Store the activations captured for this run on the model's node (for the next dictionary on them), and
@@ -285,7 +310,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         if self.args.dashboards > 0 and self.args.source:
             from .dashboards import write_dashboards  # lazy: only a finished run with a model writes them
 
-            for layer in range(len(self.args.sites)):
+            for layer in range(len(self.inputs)):
                 write_dashboards(self, layer, self.args.dashboards)
 
     def cleanup(self) -> None:

@@ -54,11 +54,10 @@ def validation_values(trainer: Any) -> dict[str, float]:
     """SAELens' metrics of each layer's dictionary on the validation activations, as `eval/...` values."""
     args, acts = trainer.args, trainer.activations["validation"]
     dictionaries = trainer.dictionaries()
-    targets = list(args.targets or args.sites)
     sums_fn = trainer.__dict__.setdefault("_eval_sums", jax.jit(reconstruction_sums))
     values: dict[str, float] = {}
     densities = []
-    for i, (d, site, target) in enumerate(zip(dictionaries, args.sites, targets)):
+    for i, (d, site, target) in enumerate(zip(dictionaries, trainer.inputs, trainer.outputs)):
         x, y = acts.sites[site], acts.sites[target]
         sums = None
         for start in range(0, len(x), CHUNK):
@@ -72,10 +71,10 @@ def validation_values(trainer: Any) -> dict[str, float]:
             batch = model.batch(split, 0)
             out = program(d, site, model.state, batch, jax.random.PRNGKey(0))
             metrics.update({k: float(v) for k, v in jax.device_get(out).items()})
-        prefix = "eval/" if len(args.sites) == 1 else f"eval/{i}/"
+        prefix = "eval/" if len(dictionaries) == 1 else f"eval/{i}/"
         values.update({prefix + k: float(v) for k, v in metrics.items()})
     if trainer.is_writer:
-        content = density_figure(densities, list(args.sites), int(trainer.state.step))
+        content = density_figure(densities, trainer.inputs, int(trainer.state.step))
         trainer.lineage.save(trainer.results_dir() / "density.pdf", "density", content)
     return values
 

@@ -1,4 +1,5 @@
-"""`grokking/sae`: a sparse dictionary trained on the grokking model's activations (docs/dictionaries.md)."""
+"""`grokking/sae`: a sparse dictionary trained on the grokking model's activations; `grokking/crosscoder`: one over
+several checkpoints of a grokking run (docs/dictionaries.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dictionaries import SaeTrainer, attach, run_with_features
+from ..dictionaries import CrosscoderTrainer, SaeTrainer, attach, run_with_features
 from ..job_registry import job
 from .grokking_analyses import embedding_spectrum, top_fraction
 
@@ -16,6 +17,11 @@ from .grokking_analyses import embedding_spectrum, top_fraction
 @job("grokking/sae")
 class GrokSae(SaeTrainer):
     """A TopK SAE on the MLP output of the grokked model, every position (`--base` the model's checkpoint node)."""
+
+
+@job("grokking/crosscoder")
+class GrokCrosscoder(CrosscoderTrainer):
+    """A crosscoder on the MLP output over checkpoints of a grokking run (`--base` the run, `crosscoder/steps`)."""
 
 
 def _fold(k: np.ndarray, p: int) -> np.ndarray:

@@ -1,8 +1,10 @@
-"""`lm/sae` and `lm/transcoder`: sparse dictionaries on a language model's activations (docs/dictionaries.md).
+"""`lm/sae`, `lm/transcoder` and `lm/crosscoder`: sparse dictionaries on a language model's activations
+(docs/dictionaries.md).
 
 `--base` is the model's node (an `lm/train` checkpoint, the pretrained or the fine-tuned weights); the
 dictionary's node (`lm.sae@...`, `lm.transcoder@...`) is its child, so the store answers which dictionaries
 explain a checkpoint, and `compute_attribution_graph` takes an `lm/transcoder` node as its `transcoders`.
+`lm/crosscoder` reads several checkpoints of one `lm/train` run (`crosscoder/steps`) and descends from each.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import field
-from ..dictionaries import SaeConfig, SaeTrainer
+from ..dictionaries import CrosscoderConfig, CrosscoderTrainer, SaeConfig, SaeTrainer
 from ..job_registry import job
 
-__all__ = ["LmSae", "LmSaeConfig", "LmTranscoder", "LmTranscoderConfig"]
+__all__ = ["LmCrosscoder", "LmCrosscoderConfig", "LmSae", "LmSaeConfig", "LmTranscoder", "LmTranscoderConfig"]
 
 
 @dataclass
@@ -48,3 +50,15 @@ class LmTranscoder(SaeTrainer):
     """A TopK transcoder per MLP of a language model (`--base` the model's checkpoint node)."""
 
     CONFIG = LmTranscoderConfig
+
+
+@dataclass
+class LmCrosscoderConfig(LmSaeConfig, CrosscoderConfig):
+    """A crosscoder on the residual stream after block 0 by default, over checkpoints of an `lm/train` run."""
+
+
+@job("lm/crosscoder")
+class LmCrosscoder(CrosscoderTrainer):
+    """A crosscoder over checkpoints of a language model's run (`--base` the run, `crosscoder/steps` its steps)."""
+
+    CONFIG = LmCrosscoderConfig

@@ -196,8 +196,11 @@ class Mode(enum.Enum):
 
 
 def open_lineage(store: Store, mode: Mode, base: Node | None = None, *, name: str = "",
-                 config: dict | None = None, writer: bool = True) -> Lineage:
-    """The one decision of which node results are written to, for jobs, analyses, tandem files and output stores."""
+                 config: dict | None = None, writer: bool = True, parents: tuple[Node, ...] = ()) -> Lineage:
+    """The one decision of which node results are written to, for jobs, analyses, tandem files and output stores.
+
+    A new lineage's parents are `base` followed by `parents` (a job that read several nodes descends from each).
+    """
     if mode is Mode.RESUME:
         return Lineage.resume(store, base, config=config, writer=writer)
     if mode is Mode.ATTACH:
@@ -208,7 +211,7 @@ def open_lineage(store: Store, mode: Mode, base: Node | None = None, *, name: st
         node = store.new_node(name, config={"source": str(base), **(config or {})})
         store.set_status(node, "done")
         return Lineage.attach(store, node)
-    return Lineage.start(store, name, (base,) if base is not None else (), config, writer=writer)
+    return Lineage.start(store, name, ((base,) if base is not None else ()) + tuple(parents), config, writer=writer)
 
 
 def _broadcast_nonce(node: Node | None) -> str:
