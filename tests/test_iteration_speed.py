@@ -21,7 +21,7 @@ from lenscope.errors import UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import Attention
 from lenscope.models import nnx as nnx_models
-from lenscope.training.compile_cache import ENV, cache_folder
+from lenscope.compile_cache import ENV, cache_folder
 
 
 class InitSpy(GrokTrainer):

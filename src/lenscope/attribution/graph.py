@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..capture.jax_private import compiled_count
+from ..compile_cache import use_user_compile_cache
 from ..errors import UsageError
 from ..training.progress import Progress
 from .edges import Sources, Targets, attribution_rows
@@ -118,6 +119,7 @@ class Attributor:
             if getattr(spec, "rescale_acts_by_decoder_norm", False):
                 raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
+        use_user_compile_cache()  # a job's store chose its cache already; a notebook's Attributor gets the user's
         self.model, self.transcoders = model, tuple(transcoders)
         n_layers = model.n_layers  # the layer counts the edge programs read up to; None: the whole readout
         self._tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})

@@ -19,6 +19,7 @@ from jax.sharding import Mesh
 from ...capture.capture import discover
 from ...capture.equinox import EquinoxBackend
 from ...capture.patch import record
+from ...compile_cache import use_user_compile_cache
 from ...errors import UsageError
 from .activation_cache import ActivationCache, hook_names, select_hooks
 from .buckets import Padded, pad_batch
@@ -345,6 +346,7 @@ def from_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mes
     `dtype` is the floating-point type of every weight (float32, bfloat16); with `mesh`, each matrix is
     split over the mesh's devices as it is read (or as `shardings(path, shape)` says).
     """
+    use_user_compile_cache()  # a second process (a notebook restarted) loads its programs instead of compiling
     folder = locate(path)
     model, cfg, raw, size = load_decoder(folder, dtype, mesh, shardings)
     tok = load_tokenizer(folder, raw) if tokenizer else None
