@@ -17,11 +17,11 @@ from flax import nnx
 
 import lenscope.ops
 from lenscope.capture.targets import target_classes
+from lenscope.compile_cache import ENV, cache_folder
 from lenscope.errors import UsageError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.models import Attention
 from lenscope.models import nnx as nnx_models
-from lenscope.compile_cache import ENV, cache_folder
 
 
 class InitSpy(GrokTrainer):

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from lenscope.analysis import plots
+from lenscope.analysis import layout, plots
 from lenscope.analysis.json_bytes import to_json_bytes
 from lenscope.errors import UsageError
 
@@ -101,6 +101,46 @@ def test_a_grid_of_many_panels_with_long_labels_fits():
                          title="Attention of every head")
     plots.to_pdf_bytes(fig)
     _assert_fits(fig)
+
+
+def _tick_boxes(fig, ax):
+    renderer = RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi)
+    return [t.get_window_extent(renderer) for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+
+
+@pytest.mark.parametrize("labels", [
+    [f"L{i // 2}H{i % 2} {'zm'[i % 2]}" for i in range(10)],  # ten of six characters, wider than a bar's room
+    [f"model/layers/{layer}/self_attn/o_proj h{head} zero" for layer in range(4) for head in range(8)],  # long, many
+    [f"h{i}" for i in range(120)],  # more bars than 9 inches hold
+])
+def test_bar_labels_are_never_cut_or_overlapped(labels):
+    """Finding (#37): bar labels read "n zero": labels wider than a bar's room are turned upright, the figure
+    grows for long ones, and every label lies inside the figure, apart from its neighbours."""
+    fig = plots.bar(labels, RNG.random(len(labels)), title="Ablation at lm.train@c340cd:4", ylabel="loss")
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)
+    ax = fig.axes[0]
+    boxes = _tick_boxes(fig, ax)
+    assert len([t for t in ax.get_xticklabels() if t.get_text()]) == len(labels)  # a bar's label is never dropped
+    assert all(fig.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 and fig.bbox.y0 <= b.y0 for b in boxes)
+    xs = sorted(boxes[: len(labels)], key=lambda b: b.x0)
+    assert all(left.x1 <= right.x0 for left, right in zip(xs, xs[1:]))  # neighbours never overlap
+    assert ax.get_window_extent().height >= layout.MIN_PANEL * fig.dpi - 1  # the bars keep room
+
+
+def test_crowded_heatmap_tick_labels_are_thinned_not_overlapped():
+    tokens = [f" token{i}" for i in range(64)]
+    fig = plots.heatmap(RNG.random((64, 64)), xticklabels=tokens, yticklabels=tokens)
+    plots.to_pdf_bytes(fig)
+    _assert_fits(fig)
+    ax = fig.axes[0]
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+        shown = [t.get_text() for t in labels]
+        assert 1 < len(shown) < 64 and shown == tokens[:: tokens.index(shown[1])]  # every k-th, in order
+    renderer = RendererAgg(int(fig.bbox.width), int(fig.bbox.height), fig.dpi)
+    xs = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()), key=lambda b: b.x0)
+    ys = sorted((t.get_window_extent(renderer) for t in ax.get_yticklabels()), key=lambda b: b.y0)
+    assert all(a.x1 <= b.x0 for a, b in zip(xs, xs[1:])) and all(a.y1 <= b.y0 for a, b in zip(ys, ys[1:]))
 
 
 def test_saving_refits_what_plot_changed_after_the_helper():

@@ -142,3 +142,27 @@ def test_workers_on_one_machine_share_a_sqlite_study(job: str, tmp_path: Path, c
         rows = opened.query().where("sweep/study", "==", "two").select(["sweep/trial"])
         assert sorted(r["sweep/trial"] for r in rows) == [0, 1, 2]
     assert (store / "optuna.db").is_file()  # a store folder keeps its study beside lenscope.db
+
+
+def test_a_trial_without_its_objective_or_whose_job_raises_is_recorded_failed(job: str, tmp_path: Path) -> None:
+    crash = tmp_path / "crash.py"
+    crash.write_text(XOR_JOB + "\n\nclass Crash(Xor):\n    def on_train_start(self):\n"
+                     "        raise RuntimeError('no training today')\n")
+    with Store(tmp_path / "runs") as store:
+        cases = [("absent", job, "val/nothing:min"), ("crash", f"{crash}:Crash", "val/loss:min")]
+        for name, target, objective in cases:
+            spec = SweepSpec(job=target, sources=BASE, params=["optimization/lr=choice:0.05"], objective=objective,
+                             sampler="random", pruner="none", trials=1)
+            study = create(store, spec, name)
+            with pytest.raises((UsageError, RuntimeError)):
+                run_trials(store, study, spec, say=lambda text: None)
+            trial = study.trials[0]
+            assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs["node"]
+            if name == "absent":  # the run finished: its node says the trial failed, and why
+                values = store.values(trial.user_attrs["node"])
+                assert values["sweep/state"] == "failed" and values["sweep/objective"] is None
+                assert values["sweep/error"] == trial.user_attrs["error"]
+                assert "recorded no number under 'val/nothing'" in values["sweep/error"]
+            else:  # the job raised: its node failed with the error, which the trial keeps too
+                assert trial.user_attrs["error"] == "RuntimeError: no training today"
+                assert store.status(trial.user_attrs["node"]) == "failed"

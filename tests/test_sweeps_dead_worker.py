@@ -53,7 +53,7 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
                      objective="val/loss:min", sampler="random", pruner="none", trials=3)
     with Store(root) as store:
         create(store, spec, "s")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "LENSCOPE_SWEEP_HEARTBEAT_S": "1"}  # a dead trial found in 3 s
     command = [sys.executable, "-m", "lenscope", "sweep", "--join", "s", "--store", str(root)]
 
     def states() -> dict[int, str]:
@@ -78,3 +78,13 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
     retried_from = _retry_callback(optuna).retried_trial_number
     retried = [t for t in complete if retried_from(t) == 1]
     assert len(retried) == 1 and retried[0].params == trials[1].params
+
+
+@pytest.mark.parametrize("given", ["0", "soon", "-3"])
+def test_a_bad_heartbeat_period_is_refused_by_name(given: str, monkeypatch) -> None:
+    from lenscope.errors import UsageError
+    from lenscope.sweeps.study import heartbeat_s
+
+    monkeypatch.setenv("LENSCOPE_SWEEP_HEARTBEAT_S", given)
+    with pytest.raises(UsageError, match=r"\$LENSCOPE_SWEEP_HEARTBEAT_S=.*expected a number of seconds"):
+        heartbeat_s()

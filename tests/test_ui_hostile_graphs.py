@@ -99,8 +99,12 @@ def server(built):
 
 
 def test_a_good_graph_is_drawn(server, built):
+    """The page hands its script the checked graph: every node and link, the depth from the logits' layer."""
     status, body, _ = get(server[1], f"/graph/{built[1]}/good")
-    assert status == 200 and body.count(b'class="link"') == 2 and b">layer 0<" in body and b">logits<" in body
+    assert status == 200 and b'<script src="/static/graph.js" defer></script>' in body
+    data = json.loads(body.decode().split('id="graph-data-0">', 1)[1].split("</script>", 1)[0])
+    assert [n["id"] for n in data["nodes"]] == ["E_5_0", "0_3_1", "2_7_1"] and data["layers"] == 1
+    assert data["links"] == [[0, 1, 0.5], [1, 2, -0.25]] and data["prompt"] == ["a", "b"]
 
 
 @pytest.mark.parametrize("name", ["far", "deep_logit", "big"])

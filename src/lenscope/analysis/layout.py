@@ -4,11 +4,15 @@ Constrained layout solves the same problem in general, but it makes saving draw 
 which more than doubles the cost of a tandem figure. The helpers know their structure (a grid of
 panels, colorbars, a title), so measuring how far each axes' labels reach beyond it and sizing the
 margins to that is enough, and it costs one text-measuring pass (two when the tick labels move).
+Text is never cut: a figure whose labels leave a panel less than MIN_PANEL grows, and tick labels that would
+overlap their neighbours are turned upright or thinned (`uncrowd`).
 """
 
 from __future__ import annotations
 
+import math
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,13 +20,16 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import FixedLocator
+from matplotlib.transforms import Bbox
 
-__all__ = ["Grid"]
+__all__ = ["Grid", "uncrowd"]
 
 PAD = 4 / 72  # inches around the figure and between panels
 BAR_GAP = 0.08  # inches between a panel and its colorbar
 BAR_WIDTH = 0.12  # inches
-_MIN_SIDE = 0.1  # inches: a panel too small for its labels still gets a visible axes
+MIN_PANEL = 1.0  # inches: the least a panel keeps of its width and height; the figure grows for longer labels
+_GAP = 4 / 72  # inches between neighbouring tick labels
 _SETTLED = 0.5  # pixels: a measurement that moved less than this needs no further pass
 
 Spill = tuple[float, float, float, float]  # inches that labels reach beyond an axes: left, right, bottom, top
@@ -88,9 +95,14 @@ class Grid:
             head = self.suptitle.get_window_extent(renderer).height / fig.dpi + PAD
             self.suptitle.set_y(1 - PAD / height)
             self.suptitle.set_verticalalignment("top")
-        cell_w = (width - (cols + 1) * PAD - left.sum() - right.sum() - side) / cols
-        cell_h = (height - (rows + 1) * PAD - head - bottom.sum() - top.sum()) / rows
-        cell_w, cell_h = max(cell_w, _MIN_SIDE), max(cell_h, _MIN_SIDE)
+        frame_w = (cols + 1) * PAD + left.sum() + right.sum() + side
+        frame_h = (rows + 1) * PAD + head + bottom.sum() + top.sum()
+        if width < frame_w + cols * MIN_PANEL or height < frame_h + rows * MIN_PANEL:  # grow rather than cut text
+            width, height = max(width, frame_w + cols * MIN_PANEL), max(height, frame_h + rows * MIN_PANEL)
+            fig.set_size_inches(width, height)
+            if self.suptitle is not None and self.suptitle.get_text():
+                self.suptitle.set_y(1 - PAD / height)
+        cell_w, cell_h = (width - frame_w) / cols, (height - frame_h) / rows
         for (r, c), ax in self._cells():
             self._wrap_title(r * cols + c, ax, cell_w * fig.dpi, renderer)
         x0 = np.array([PAD + left[: c + 1].sum() + right[:c].sum() + c * (cell_w + PAD) for c in range(cols)])
@@ -123,11 +135,51 @@ class Grid:
         self._titles[index] = (given, title.get_text())
 
 
+def uncrowd(fig: Figure, axes: Iterable[Axes]) -> bool:
+    """Tick labels at fixed ticks (set_xticks) that would overlap their neighbours: x labels turned upright, and
+    labels still closer than their line height shown at every k-th tick. Whether anything changed (measure again)."""
+    renderer = RendererAgg(max(int(fig.bbox.width), 1), max(int(fig.bbox.height), 1), fig.dpi)
+    changed = False
+    for ax in axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(axis.get_major_locator(), FixedLocator):
+                changed |= _uncrowd_axis(ax, axis, renderer, _GAP * fig.dpi)
+    return changed
+
+
+def _uncrowd_axis(ax: Axes, axis, renderer: RendererAgg, gap: float) -> bool:
+    """Turn one axis's labels upright (x only) or thin them, from their measured extents and the ticks' spacing."""
+    ticks, labels = list(axis.get_majorticklocs()), [t.get_text() for t in axis.get_majorticklabels()]
+    if len(ticks) < 2 or len(labels) != len(ticks):
+        return False
+    horizontal = axis is ax.xaxis
+    at = ax.transData.transform([(t, t) for t in ticks])[:, 0 if horizontal else 1]
+    pitch = float(np.min(np.abs(np.diff(at))))
+    boxes = [t.get_window_extent(renderer) for t in axis.get_majorticklabels() if t.get_text()]
+    if not boxes:
+        return False
+    wide, tall = max(b.width for b in boxes), max(b.height for b in boxes)
+    changed = False
+    if horizontal and wide + gap > pitch and axis.get_majorticklabels()[0].get_rotation() == 0:
+        ax.tick_params(axis="x", labelrotation=90)
+        wide, tall, changed = tall, wide, True
+    across = wide if horizontal else tall  # the extent along the axis, where neighbours meet
+    if across + gap > pitch:
+        step = math.ceil((across + gap) / pitch)
+        axis.set_ticks(ticks[::step], labels[::step])
+        changed = True
+    return changed
+
+
 def _spill(ax: Axes, renderer: RendererAgg, dpi: float) -> Spill:
-    """How far, in inches, the axes' labels, ticks and title reach beyond its frame on each side."""
-    tight = ax.get_tightbbox(renderer)
+    """How far, in inches, the axes' labels, ticks and title reach beyond its frame on each side (the title's
+    height only: it wraps to its panel's width)."""
+    tight = ax.get_tightbbox(renderer, for_layout_only=True)  # also leaves out the axis labels' lengths: added back
     if tight is None:
         return (0.0, 0.0, 0.0, 0.0)
+    labels = [a.label.get_window_extent(renderer) for a in (ax.xaxis, ax.yaxis) if ax.axison and a.get_visible()
+              and a.label.get_visible() and a.label.get_text()]
+    tight = Bbox.union([tight, *labels])
     frame = ax.get_window_extent(renderer)
     return (max(frame.x0 - tight.x0, 0.0) / dpi, max(tight.x1 - frame.x1, 0.0) / dpi,
             max(frame.y0 - tight.y0, 0.0) / dpi, max(tight.y1 - frame.y1, 0.0) / dpi)

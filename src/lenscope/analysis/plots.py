@@ -13,7 +13,7 @@ import numpy as np
 from cycler import cycler
 from matplotlib.figure import Figure
 
-from lenscope.analysis.layout import Grid
+from lenscope.analysis.layout import Grid, uncrowd
 from lenscope.errors import UsageError
 from lenscope.model_libraries import imported_module
 
@@ -64,6 +64,8 @@ def _laid_out(fig: Figure, grid: Grid) -> Figure:
         ax.tick_params(axis="x", labelsize=STYLE["xtick.labelsize"])
         ax.tick_params(axis="y", labelsize=STYLE["ytick.labelsize"])
     grid.fit(fig, passes=1)
+    if uncrowd(fig, fig.axes):  # labels that would overlap: upright or thinned, then placed again
+        grid.fit(fig, passes=1)
     fig.lenscope_grid = grid
     return fig
 
@@ -129,7 +131,7 @@ def _ticklabels(ax: Any, xticklabels: list[str] | None, yticklabels: list[str] |
     from matplotlib.ticker import MaxNLocator  # lazy: matplotlib.ticker loads with the first heatmap
 
     if xticklabels is not None:
-        ax.set_xticks(range(len(xticklabels)), xticklabels, rotation=90 if len(xticklabels) > 8 else 0)
+        ax.set_xticks(range(len(xticklabels)), xticklabels)  # turned upright or thinned when crowded (_laid_out)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if yticklabels is not None:
@@ -269,11 +271,11 @@ def bar(
     heights = _array("bar", "values", values, 1)
     names = _labels("bar", "labels", labels, len(heights))
     with _styled():
-        fig = _figure(max(3.0, min(0.3 * len(heights) + 1.5, 9.0)), 3.2)
+        count = len(heights)  # up to 9 inches wide; past 37 bars 0.2 inch each, so every upright label has room
+        fig = _figure(max(3.0, min(0.3 * count + 1.5, 9.0), 0.2 * count + 1.5), 3.2)
         ax = fig.add_subplot()
-        ax.bar(range(len(heights)), heights, color=_PALETTE[0])
-        long = len(heights) > 10 or max((len(n) for n in names), default=0) > 6
-        ax.set_xticks(range(len(heights)), names, rotation=90 if long else 0)
+        ax.bar(range(count), heights, color=_PALETTE[0])
+        ax.set_xticks(range(count), names)  # upright when wider than a bar's room (_laid_out measures them)
         _decorate(ax, title, xlabel, ylabel)
         return _laid_out(fig, Grid.of(ax))
 

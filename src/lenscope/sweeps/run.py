@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -16,7 +17,7 @@ from ..runner import build_job, run_job
 from ..store import Node, Store
 from ..store.lineage_heads import values_up_to
 from ..training.loop import StopTraining
-from .study import HEARTBEAT_S, SweepSpec, optuna
+from .study import SweepSpec, heartbeat_s, optuna
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Outcome:
     number: int
     params: dict[str, Any]
     node: Node
-    state: str  # "complete" or "pruned"
+    state: str  # "complete", "pruned" or "failed" (no objective value)
     value: float | None
 
 
@@ -68,26 +69,45 @@ def trial_objective(store: Store, spec: SweepSpec, study_name: str, done: list[O
         drawn = {p.path: p.suggest(trial) for p in params}
         instance = build_job(spec.job, [*spec.sources, drawn], store=store)
         instance.watch_validation(_Pruning(trial, key))
-        node = run_job(instance)
+        try:
+            node = run_job(instance)
+        except BaseException as err:
+            _note_failure(trial, instance, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+            raise
         trial.set_user_attr("node", str(node))
         value = values_up_to(store, node).get(key)
-        state = "pruned" if instance.stopped else "complete"
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        failure = None
+        if not instance.stopped and not number:
+            recorded = ", ".join(sorted(values_up_to(store, node))) or "none"
+            failure = (f"--objective {spec.objective}: trial {trial.number} (node {node}) recorded no number "
+                       f"under {key!r}; its value keys: {recorded}")
+        state = "pruned" if instance.stopped else "failed" if failure else "complete"
         store.record(node, {"sweep/study": study_name, "sweep/trial": trial.number, "sweep/state": state,
                             "sweep/worker": f"{socket.gethostname()}:{os.getpid()}",
-                            "sweep/objective": value if isinstance(value, (int, float)) else None})
+                            "sweep/objective": value if number else None,
+                            **({"sweep/error": failure} if failure else {})})
         done.append(Outcome(trial.number, drawn, node, state, value))
-        shown = f"{key} {value:.6g}" if isinstance(value, (int, float)) else f"no {key}"
+        shown = f"{key} {value:.6g}" if number else f"no {key}"
         say(f"trial {trial.number} {state}: {_describe(drawn)} -> {shown} ({instance.stopped or 'ran to the end'}) "
             f"node {node}")
         if instance.stopped:
             raise module.TrialPruned(instance.stopped)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            recorded = ", ".join(sorted(values_up_to(store, node))) or "none"
-            raise UsageError(f"--objective {spec.objective}: trial {trial.number} (node {node}) recorded no number "
-                             f"under {key!r}; its value keys: {recorded}")
+        if failure:
+            trial.set_user_attr("error", failure)
+            raise UsageError(failure)
         return float(value)
 
     return objective
+
+
+def _note_failure(trial: Any, instance: Any, reason: str) -> None:
+    """Keep why a trial's job raised (and its node, when it got one) on the Optuna trial, which records no reason."""
+    lineage = getattr(instance, "lineage", None)
+    with contextlib.suppress(Exception):  # the job's own error is the one to raise
+        if lineage is not None:
+            trial.set_user_attr("node", str(lineage.node))
+        trial.set_user_attr("error", reason[:2000])
 
 
 def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], None] | None = None) -> list[Outcome]:
@@ -101,7 +121,7 @@ def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], N
         if counted < total:
             study.optimize(objective, n_trials=1)
         elif running:  # another worker's trial: wait for it to finish, or to go silent and be queued again
-            time.sleep(HEARTBEAT_S)
+            time.sleep(heartbeat_s())
         else:
             return done
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import secrets
 import warnings
 import zlib
@@ -19,18 +20,31 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from ..errors import UsageError, hint
 from ..model_libraries import optional
 from ..store import Node, Store
+from ..store.sweep_storage import OPTUNA_FILE, optuna_url
 from .params import Param, parse_objective, parse_param
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "hyperband", "none")
-OPTUNA_FILE = "optuna.db"
-HEARTBEAT_S = 5
-"""A running trial's heartbeat period; one silent for 3 periods (its worker died) is failed and queued again."""
+HEARTBEAT_ENV = "LENSCOPE_SWEEP_HEARTBEAT_S"
+
+
+def heartbeat_s() -> float:
+    """A running trial's heartbeat period (5 s, or $LENSCOPE_SWEEP_HEARTBEAT_S); one silent for 3 periods (its
+    worker died) is failed and queued again."""
+    given = os.environ.get(HEARTBEAT_ENV, "5")
+    try:
+        period = float(given)
+    except ValueError:
+        period = -1.0
+    if not 0 < period <= 3600:
+        raise UsageError(f"${HEARTBEAT_ENV}={given!r}: expected a number of seconds in (0, 3600], e.g. 5")
+    return period
+
+
 _ATTR = "lenscope_sweep"
 
 
@@ -71,10 +85,7 @@ class SweepSpec:
 
 def storage_url(store: Store) -> str:
     """The Optuna storage of `store`: its PostgreSQL database itself, else optuna.db in the store folder."""
-    url = make_url(store.url).difference_update_query(["root"])
-    if url.get_backend_name() == "sqlite":
-        return f"sqlite:///{store.root / OPTUNA_FILE}"
-    return url.render_as_string(hide_password=False)
+    return optuna_url(store.url, store.root)
 
 
 @contextlib.contextmanager
@@ -110,8 +121,8 @@ def _storage(store: Store) -> Any:
     with _creation_lock(store, url), warnings.catch_warnings():
         warnings.simplefilter("ignore", module.exceptions.ExperimentalWarning)  # heartbeats: experimental in Optuna
         retry = _retry_callback(module)(max_retry=2)
-        return module.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_S,
-                                          grace_period=3 * HEARTBEAT_S, heartbeat_stale_trial_callback=retry)
+        return module.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s(),
+                                          grace_period=3 * heartbeat_s(), heartbeat_stale_trial_callback=retry)
 
 
 def _retry_callback(module: Any) -> type:

@@ -17,12 +17,12 @@ import numpy as np
 import optax
 
 from .. import capture
+from ..compile_cache import use_compile_cache
 from ..config import hydrate, schema, to_dict
 from ..errors import UsageError
 from ..job_registry import job_name
 from ..store import Node, Store
 from .checkpoint import CheckpointWriter, read_checkpoint, restore_tree
-from ..compile_cache import use_compile_cache
 from .config import TrainerConfig
 from .data import ArrayData
 from .interrupts import describe

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lenscope.errors import LenscopeError
 from lenscope.store.values import Scalar
-from lenscope.ui import downloads, features, pages
+from lenscope.ui import downloads, features, pages, sweep_page
 from lenscope.ui.figures import PngCache
 from lenscope.ui.hosts import HostCheck
 from lenscope.ui.nodes import Missing
@@ -33,7 +33,9 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
                "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 ARTIFACT_POLICY = "default-src 'none'; sandbox"  # downloads: nothing in them may run or load anything
 STATIC = {"ui.js": "text/javascript; charset=utf-8", "theme.js": "text/javascript; charset=utf-8",
-          "ui.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
+          "ui.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml",
+          "graph.js": "text/javascript; charset=utf-8", "graph_prune.js": "text/javascript; charset=utf-8",
+          "graph_draw.js": "text/javascript; charset=utf-8", "graph.css": "text/css; charset=utf-8"}
 
 
 @dataclass
@@ -182,6 +184,8 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None, hosts: Ho
         Route("/node/{address}", pages.node),
         Route("/view/{address}/{name:path}", pages.view),
         Route("/graph/{address}/{name:path}", pages.graph),
+        Route("/sweeps", sweep_page.sweeps),
+        Route("/sweep/{name:path}", sweep_page.sweep),
         Route("/features/{address}/{name}", features.features),
         Route("/feature/{address}/{name}/{latent}", features.feature),
         Route("/artifact/{address}/{name:path}", downloads.artifact),

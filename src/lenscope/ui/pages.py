@@ -13,24 +13,24 @@ from starlette.responses import RedirectResponse, Response
 from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
-from lenscope.ui.graph_check import MAX_GRAPH_BYTES, GraphError, check_graph, parse_graph
-from lenscope.ui.graph_page import dashboards, is_graph, layout
+from lenscope.ui.config_diff import default_columns, differing, unshared
+from lenscope.ui.graph_page import is_graph, load_address, load_graph
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
 from lenscope.ui.nodes import (
     ArtifactInfo,
     Missing,
-    artifact_content,
     artifact_file,
     artifact_head,
     artifact_info,
     node_detail,
     parse_node,
 )
-from lenscope.ui.series import Curves, lineage_keys, load_curves
+from lenscope.ui.series import Curves, lineage_keys, load_curves, text_keys
 from lenscope.ui.svg import Line, chart
-from lenscope.ui.tables import TableError, preview
+from lenscope.ui.sweep_tags import sweep_tags
+from lenscope.ui.tables import TableError, fold_reason, outline, preview
 
 DEFAULT_CURVES = 6
 DEFAULT_CONFIG_COLUMNS = 4
@@ -67,21 +67,16 @@ def runs(request: Request) -> Response:
     if status in STATUSES:
         rows = [r for r in rows if r.status == status]
     all_config = sorted({k for row in rows for k in row.config})
-    configs = [k for k in params.getlist("cfg") if k in all_config] if "cfg" in params else differing(rows)
+    shown = default_columns(rows, DEFAULT_CONFIG_COLUMNS)  # by default: keys that tell the runs apart
+    configs = [k for k in params.getlist("cfg") if k in all_config] if "cfg" in params else shown
     sort, descending = params.get("sort", "created"), params.get("desc", "1" if "sort" not in params else "0") == "1"
     rows = _sorted(rows, sort, descending)
     links = {column: _sort_link(params, column, sort, descending) for column in [*_COLUMNS, *keys, *configs]}
     return ui.page("runs.html", title="Runs", rows=rows, keys=keys, all_keys=all_keys, chosen=chosen, q=text,
                    configs=configs, all_config=all_config,
                    status=status, statuses=STATUSES, sort=sort, descending=descending, links=links,
+                   sweeps=sweep_tags(ui.store, [(r.name, r.nonce, r.last_seq) for r in rows]),
                    stamp=stamp(ui.store), stamp_url="/api/stamp")
-
-
-def differing(rows: list[LineageRow], most: int = DEFAULT_CONFIG_COLUMNS) -> list[str]:
-    """The config keys whose values differ between the runs listed (at most `most`): the default config columns."""
-    keys = sorted({k for row in rows for k in row.config})
-    missing = object()
-    return [k for k in keys if len({repr(r.config.get(k, missing)) for r in rows}) > 1][:most]
 
 
 def _value(row: LineageRow, key: str) -> Any:
@@ -144,15 +139,20 @@ def run(request: Request) -> Response:
     chosen = [k for k in params.getlist("key") if k in keys] or keys[:DEFAULT_CURVES]
     log = params.get("log") == "1"
     curves = [load_curves(ui.store, c.lineage, chosen) for c in drawn]
+    texts = text_keys(curves, chosen)  # no numbers to draw: shown as text
     charts = [chart(key, [Line(c.label, *curve.points[key], slot=c.slot) for c, curve in zip(drawn, curves)], log)
-              for key in chosen]
-    rows = [summary[0], *(lineage_rows(ui.store, keys=[], only=c.lineage)[0] for c in drawn[1:])]
+              for key in chosen if key not in texts]
+    rows = [summary[0] if c.slot == 0 and not texts else lineage_rows(ui.store, keys=texts, only=c.lineage)[0]
+            for c in drawn]
+    values = [(key, [(c, r.values[key]) for c, r in zip(drawn, rows) if key in r.values]) for key in texts]
     details = [lineage_detail(ui.store, c.lineage) for c in drawn]
-    config_diff = [(k, [r.config.get(k) for r in rows]) for k in differing(rows, most=10_000)] if others else []
+    config_diff = [(k, [r.config.get(k) for r in rows]) for k in differing(rows)] if others else []
     return ui.page("run.html", title=f"{lineage[0]}@{lineage[1]}", row=summary[0], detail=details[0],
         books=side_by_side([c.label for c in drawn], details), config_diff=config_diff,
+        config_unshared=unshared(rows) if others else [], texts=values,
         keys=keys, chosen=chosen, log=log, drawn=drawn, charts=charts, curves=curves,
         others=[f"{n}@{x}" for n, x in known if (n, x) != lineage], compared=[c.label for c in drawn[1:]],
+        sweeps=sweep_tags(ui.store, [(r.name, r.nonce, r.last_seq) for r in rows]),
         stamp=stamp(ui.store, lineage), stamp_url=f"/api/stamp?{urlencode({'lineage': drawn[0].label})}")
 
 
@@ -176,20 +176,23 @@ class Shown:
     table: Any = None
     problem: str = ""
     graph: bool = False  # an attribution graph file: the node page links its graph page
+    folded: str = ""  # why a table sits outlined in a closed fold on its node page (large, a cache); "" when not
 
 
-def show(ui, node: Node, info: ArtifactInfo, page: int = 0) -> Shown:
-    """Read what the page shows of one artifact version: text, pretty JSON or a table page (figures load apart)."""
+def show(ui, node: Node, info: ArtifactInfo, page: int = 0, fold: bool = False) -> Shown:
+    """Read what the page shows of one artifact version: text, pretty JSON or a table page (figures load apart);
+    with `fold`, a large or cached table only outlined (its footer)."""
     kind = content.kind(info.filename)
-    shown = Shown(info, kind)
+    shown = Shown(info, kind, folded=fold_reason(info.name, info.size) if fold and kind == "table" else "")
     if kind in ("figure", "binary"):
         return shown
     if kind == "table":
-        if info.size > MAX_PREVIEW:
+        if info.size > MAX_PREVIEW and not shown.folded:
             shown.problem = f"too large to preview here ({info.size} bytes): download it"
             return shown
         try:
-            shown.table = preview(artifact_file(ui.store, info), page)
+            file = artifact_file(ui.store, info)
+            shown.table = outline(file) if shown.folded else preview(file, page)
         except (TableError, Missing) as error:
             shown.problem = str(error)
     else:
@@ -210,7 +213,7 @@ def node(request: Request) -> Response:
     detail = node_detail(ui.store, target)
     if detail.status == "running" and stale(ui.store.store, [target.lineage]):
         detail.status = "stale"
-    shown = [show(ui, target, info) for info in detail.artifacts]
+    shown = [show(ui, target, info, fold=True) for info in detail.artifacts]
     return ui.page("node.html", title=target.address, detail=detail, shown=shown, config=_flat(detail.config),
                    stamp=stamp(ui.store, target.lineage),
                    stamp_url=f"/api/stamp?{urlencode({'lineage': f'{target.name}@{target.nonce}'})}")
@@ -226,25 +229,15 @@ def view(request: Request) -> Response:
 
 
 def graph(request: Request) -> Response:
-    """An attribution graph artifact drawn: tokens at the bottom, logits at the top, layers between."""
+    """An attribution graph artifact drawn by static/graph.js (thresholds, pins, hover cards); `with=NODE/NAME`
+    (and `with_version=N`) draws a second graph beside it."""
     ui, params = _ui(request), request.query_params
     target = parse_node(request.path_params["address"])
-    info = artifact_info(ui.store, target, request.path_params["name"], _int(params.get("version")))
-    where = f"artifact {info.name!r} on {target.address}"
-    if info.size > MAX_GRAPH_BYTES:
-        raise Missing(f"{where} is too large to draw ({info.size} bytes; the graph page reads at most "
-                      f"{MAX_GRAPH_BYTES}): download it")
-    document = parse_graph(artifact_content(ui.store, info))
-    if document is None:
-        raise Missing(f"{where} is not an attribution graph file")
-    try:
-        check_graph(document)
-    except GraphError as error:
-        raise Missing(f"{where} is not a graph this page can draw: {error}") from None
-    layers = [int(n["layer"]) for n in document["nodes"] if n["feature_type"] == "cross layer transcoder"]
-    linked = dashboards(ui.store, str(document["metadata"].get("scan", "")), layers)
-    return ui.page("graph.html", title=f"graph {info.name} on {target.address}", node=target, name=info.name,
-                   g=layout(document, linked))
+    shown = [load_graph(ui.store, target, request.path_params["name"], _int(params.get("version")))]
+    if params.get("with"):
+        shown.append(load_address(ui.store, params["with"], _int(params.get("with_version"))))
+    first = shown[0]
+    return ui.page("graph.html", title=f"graph {first.info.name} on {target.address}", graphs=shown)
 
 
 def _int(text: str | None) -> int | None:

@@ -45,6 +45,11 @@ def lineage_keys(store: StoreReader, lineage: tuple[str, str]) -> list[str]:
         return rank_keys(connection.execute(stmt).scalars().all())
 
 
+def text_keys(curves: Sequence[Curves], keys: Sequence[str]) -> list[str]:
+    """The keys none of `curves` has a number for (text, None, NaN): the run page shows them as text."""
+    return [key for key in keys if not any(c.counts.get(key) for c in curves)]
+
+
 def load_curves(store: StoreReader, lineage: tuple[str, str], keys: Sequence[str], buckets: int = BUCKETS) -> Curves:
     """The numeric values of `keys` on `lineage`, at most two points per bucket of seqs.
 

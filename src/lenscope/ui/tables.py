@@ -1,4 +1,5 @@
-"""Parquet previews: column names and types, the row count, and one page of rows as short display strings."""
+"""Parquet previews: column names and types, the row count, and one page of rows as short display strings; a
+large or cached table's outline (its footer alone), which the node page shows folded."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from typing import Any
 PAGE_ROWS = 50
 MAX_CELL = 120  # characters of one cell shown; the download has the rest
 MAX_ITEMS = 6  # items of a list cell shown
+MAX_COLUMNS = 40  # columns a page shows (a page of a very wide table stays small); the download has them all
+FOLD_BYTES = 1 << 20  # a table larger than this sits folded on its node page: outlined, previewed on its own page
+CACHE_PREFIXES = ("activations-",)  # caches a job keeps on a node (dictionaries' captured activations): folded too
 
 
 class TableError(ValueError):
@@ -28,18 +32,40 @@ class TablePage:
     page: int = 0
     pages: int = 1
     first: int = 0  # index of the first row shown
+    more_columns: int = 0  # columns past MAX_COLUMNS, not shown
 
 
-def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) -> TablePage:
-    """Page `page` (from 0, clamped to the last) of a Parquet file (bytes or path), reading only its row groups."""
+def fold_reason(name: str, size: int) -> str:
+    """Why the node page folds a table: a cache a job keeps there, or over FOLD_BYTES; "" when it does not."""
+    if name.startswith(CACHE_PREFIXES):
+        return "a cache kept on this node"
+    return "large" if size > FOLD_BYTES else ""
+
+
+def _open(content: bytes | Path) -> Any:
     # lazy: pyarrow takes ~0.2 s to import and only pages with a table need it
     import pyarrow.parquet as pq
 
     try:
-        parquet = pq.ParquetFile(str(content) if isinstance(content, Path) else io.BytesIO(content))
+        return pq.ParquetFile(str(content) if isinstance(content, Path) else io.BytesIO(content))
     except Exception as error:  # pyarrow raises several types for a damaged file
         raise TableError(f"not a readable Parquet file: {error}") from None
+
+
+def outline(content: bytes | Path) -> TablePage:
+    """A table's columns (the first MAX_COLUMNS) and row count, read from its footer alone: no rows."""
+    parquet = _open(content)
+    fields = [(f.name, str(f.type)) for f in parquet.schema_arrow]
+    return TablePage(fields[:MAX_COLUMNS], [], parquet.metadata.num_rows,
+                     more_columns=max(0, len(fields) - MAX_COLUMNS))
+
+
+def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) -> TablePage:
+    """Page `page` (from 0, clamped to the last) of a Parquet file (bytes or path), reading only its row groups and
+    its first MAX_COLUMNS columns."""
+    parquet = _open(content)
     schema = parquet.schema_arrow
+    unique = len(set(schema.names)) == len(schema.names)  # columns are read by name, which must then be unique
     total = parquet.metadata.num_rows
     pages = max(1, math.ceil(total / page_rows))
     page = min(max(0, page), pages - 1)
@@ -53,10 +79,12 @@ def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) ->
         offset += size
     rows: list[list[str]] = []
     if groups:
-        table = parquet.read_row_groups(groups).slice(first - start, stop - first)
-        columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+        table = parquet.read_row_groups(groups, columns=schema.names[:MAX_COLUMNS] if unique else None)
+        table = table.slice(first - start, stop - first)
+        columns = [table.column(i).to_pylist() for i in range(min(table.num_columns, MAX_COLUMNS))]
         rows = [[cell(column[i]) for column in columns] for i in range(table.num_rows)]
-    return TablePage([(f.name, str(f.type)) for f in schema], rows, total, page, pages, first)
+    fields = [(f.name, str(f.type)) for f in schema]
+    return TablePage(fields[:MAX_COLUMNS], rows, total, page, pages, first, max(0, len(fields) - MAX_COLUMNS))
 
 
 def cell(value: Any) -> str:

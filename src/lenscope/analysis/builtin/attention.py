@@ -69,5 +69,7 @@ class AttentionPatterns(OpAnalysis):
             for head in range(item["mean"].shape[0]):
                 panels.append(item["mean"][head])
                 titles.append(f"{path} h{head} (H={float(item['entropy'][head].mean()):.2f})")
-        return self.heatmaps(panels, titles=titles, xlabel="key position", ylabel="query position",
-                             title=f"Mean attention at {self.node}")
+        xlabel, xticks = self.position_axis(panels[0].shape[1], "key")
+        ylabel, yticks = self.position_axis(panels[0].shape[0], "query")
+        return self.heatmaps(panels, titles=titles, xlabel=xlabel, ylabel=ylabel, xticklabels=xticks,
+                             yticklabels=yticks, title=f"Mean attention at {self.node}")

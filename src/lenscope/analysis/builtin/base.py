@@ -21,6 +21,13 @@ def root_label(path: str) -> str:
     return path if path else "(root)"
 
 
+def token_label(token: str) -> str:
+    """A token as Matplotlib shows it literally: `$` escaped (never mathtext), line breaks and tabs written out, and
+    a token of spaces only as open boxes (it would show nothing)."""
+    text = str(token).replace("$", r"\$").replace("\n", r"\n").replace("\r", r"\r").replace("\t", r"\t")
+    return text.replace(" ", "\u2423") if text and not text.strip(" ") else text
+
+
 MAX_LISTED = 1 << 16  # numbers of one array written out in an op's JSON; a bigger array is summarized
 
 
@@ -57,6 +64,33 @@ class OpAnalysis(AnalysisBase):
 
     DEFAULT_FILTER: ClassVar[str | tuple[str, ...] | None] = None  # None: every discovered path but the root
     REQUIRED_PATHS: ClassVar[tuple[str, ...]] = ()
+    _analyzed: Any = None  # the batch last analyzed: its first example is the prompt the figures label
+
+    def _compute(self, batch: Any, key: Any) -> Any:
+        """Analyze `batch` (None: the analysis batch), kept for the figures' token labels."""
+        self._analyzed = self.analysis_batch() if batch is None else batch
+        return super()._compute(self._analyzed, key)
+
+    def prompt_tokens(self) -> list[str] | None:
+        """The analyzed prompt's tokens (the batch's first example) as text escaped for Matplotlib, where the trainer
+        reads tokens as text (`token_strings`, as a language model does); else None."""
+        strings = getattr(self, "token_strings", None)
+        if not callable(strings):
+            return None
+        ids = self.model_inputs(self._analyzed if self._analyzed is not None else self.analysis_batch())[0]
+        if not isinstance(ids, (np.ndarray, jax.Array)) or ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
+            return None
+        if isinstance(ids, jax.Array) and not ids.is_fully_addressable:  # another process holds the first row
+            return None
+        return [token_label(t) for t in strings(np.asarray(ids[0]))]
+
+    def position_axis(self, count: int, name: str = "position") -> tuple[str, list[str]]:
+        """(axis label, tick labels) of `count` sequence positions: the prompt's tokens where it has as many, else the
+        position numbers."""
+        tokens = self.prompt_tokens()
+        if tokens is not None and len(tokens) == count:
+            return f"{name} (example 0)", tokens
+        return name, [str(i) for i in range(count)]
 
     def select(self, paths: list[str]) -> list[str]:
         """Paths matching DEFAULT_FILTER (every non-root path without one), plus REQUIRED_PATHS."""

@@ -57,7 +57,9 @@ class LogitLens(OpAnalysis):
 
     def plot(self, results: dict[str, dict[str, np.ndarray]]) -> Any:
         """KL to the final prediction and top-1 agreement across depth."""
-        labels = list(results)
+        labels, position, tokens = list(results), int(self.params["position"]), self.prompt_tokens() or []
+        scored = f" ('{tokens[position]}' in example 0)" if -len(tokens) <= position < len(tokens) else ""
         return self.line(None, {"KL to final (nats)": [float(results[k]["kl"]) for k in labels],
                                 "top-1 agreement": [float(results[k]["agreement"]) for k in labels]},
-                         title=f"Logit lens at {self.node}", xlabel="stream: " + ", ".join(labels), ylabel="value")
+                         title=f"Logit lens at {self.node}, position {position}{scored}",
+                         xlabel="stream: " + ", ".join(labels), ylabel="value")

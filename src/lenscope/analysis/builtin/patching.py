@@ -60,9 +60,12 @@ class ActivationPatching(InterventionOp):
         """Heatmap paths x positions of the normalized logit difference."""
         grid = results.get("positions", results.get("heads"))
         paths = self.module_paths() if "positions" in results else self.head_paths()
-        xlabel = "position" if "positions" in results else "head"
+        if "positions" in results:
+            xlabel, ticks = self.position_axis(grid.shape[1])
+        else:
+            xlabel, ticks = "head", list(range(grid.shape[1]))
         return self.heatmap(grid, title=f"Activation patching at {self.node}", xlabel=xlabel, ylabel="path",
-                            xticklabels=list(range(grid.shape[1])), yticklabels=[root_label(p) for p in paths],
+                            xticklabels=ticks, yticklabels=[root_label(p) for p in paths],
                             cmap="RdBu", vmin=-1, vmax=1, cbar_label="normalized logit diff")
 
 
@@ -90,7 +93,7 @@ class AttributionPatching(ActivationPatching):
     def plot(self, results: dict[str, np.ndarray]) -> Any:
         """The estimate and the exact grid side by side."""
         labels = [root_label(p) for p in self.module_paths()]
+        xlabel, ticks = self.position_axis(results["exact"].shape[1])
         return self.heatmaps([results["attribution"], results["exact"]], ["attribution (first order)", "exact"],
                              title=f"Attribution patching (r = {float(results['correlation']):.3f})",
-                             xlabel="position", ylabel="path", xticklabels=list(range(results["exact"].shape[1])),
-                             yticklabels=labels, cmap="RdBu")
+                             xlabel=xlabel, ylabel="path", xticklabels=ticks, yticklabels=labels, cmap="RdBu")
