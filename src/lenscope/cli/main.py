@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from ..version import VERSION
 from . import commands, diff, export, maintenance, report, run_args, serve, sweep_args
+from .compile_report import compile_report
 
 _JOB_HELP = "registered job name (see `lenscope jobs`), package.module:Class or path/to/file.py:Class"
 _NODE_HELP = "node address NAME@NONCE:SEQ, e.g. grokking.train@7f3a2c:12"
@@ -36,7 +37,8 @@ def _options(parser: argparse.ArgumentParser, top: bool) -> None:
     keep = {} if top else {"default": argparse.SUPPRESS}
     parser.add_argument("--store", metavar="URL", help="store URL or folder (default $LENSCOPE_STORE, else ./runs)",
                         **keep)
-    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors", **keep)
+    parser.add_argument("--debug", action="store_true",
+                        help="show full tracebacks on errors, and each compiled program's time", **keep)
 
 
 def _sub(sub: argparse._SubParsersAction, name: str, help: str, description: str) -> argparse.ArgumentParser:
@@ -173,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
         handler = getattr(args, "handler", None) or getattr(commands, f"cmd_{args.command}")
+        if args.debug:  # where the wait for a first answer goes: each program's trace, lower and compile time
+            with compile_report(lambda line: print(line, file=sys.stderr, flush=True)):
+                return handler(args)
         return handler(args)
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM; a job's notes say what became of its node
         said = "; ".join([str(err) or "interrupted", *getattr(err, "__notes__", ())])

@@ -58,8 +58,12 @@ def _contexts(row: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _logits(row: Mapping[str, Any], kind: str) -> list[list[Any]]:
+    """The first LOGITS of a dashboard's top (pushed up: > 0) or bottom (pulled down: < 0) logits; a small vocabulary's
+    bottom list can hold raised logits too, and those are not "pulled down"."""
+    sign = 1.0 if kind == "top" else -1.0
     pairs = zip(_texts(row.get(f"{kind}_logit_tokens")), row.get(f"{kind}_logit_values") or [])
-    return [[token, _finite(value)] for token, value in list(pairs)[:LOGITS]]
+    kept = [[token, _finite(value)] for token, value in pairs]
+    return [pair for pair in kept if pair[1] is not None and sign * pair[1] > 0][:LOGITS]
 
 
 def card(row: Mapping[str, Any], href: str) -> dict[str, Any]:
