@@ -13,9 +13,12 @@ def test_attribution_docs_examples_run(tmp_path, capsys):
                                       "logging/validation_interval=500": "logging/validation_interval=40",
                                       "logging/checkpoint_interval=1500": "logging/checkpoint_interval=40",
                                       "logging/validation_interval=1000": "logging/validation_interval=40",
-                                      "logging/checkpoint_interval=3000": "logging/checkpoint_interval=40"},
+                                      "logging/checkpoint_interval=3000": "logging/checkpoint_interval=40",
+                                      "training/steps=2000": "training/steps=80",
+                                      "logging/checkpoint_interval=2000": "logging/checkpoint_interval=80"},
             min_blocks=3)
     out = capsys.readouterr().out
     assert "replacement " in out and ", completeness " in out
     assert "key frequencies: [" in out and "feature " in out and ", frequency " in out
     assert "('compute_attribution_graph', 'compute_attribution_graph.parquet')" in out
+    assert "decoder {'appears': " in out  # the two checkpoints' graphs compared, features matched by decoder

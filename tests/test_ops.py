@@ -23,8 +23,9 @@ from table_jobs import FlaxAttentionTrainer, WideTrainer
 
 BUILTINS = ["ablation", "activation_patching", "activation_stats", "attention_patterns", "attribution_patching",
             "concept_direction", "logit_lens", "steering", "weight_spectrum"]
-ATTRIBUTION = ["compute_attribution_graph", "extract_top_features", "feature_intervention_forward",
-               "graph_node_influence"]  # built in too, but they need transcoders: not run on the plain grokking model
+# built in too, but they need transcoders or graphs: not run on the plain grokking model
+ATTRIBUTION = ["compare_attribution_graphs", "compute_attribution_graph", "extract_top_features",
+               "feature_intervention_forward", "graph_node_influence"]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ _OPS: dict[str, type | str] = {
     "activation_stats": "lenscope.analysis.builtin.activations:ActivationStats",
     "attention_patterns": "lenscope.analysis.builtin.attention:AttentionPatterns",
     "attribution_patching": "lenscope.analysis.builtin.patching:AttributionPatching",
+    "compare_attribution_graphs": "lenscope.attribution.compare_op:CompareAttributionGraphs",
     "compute_attribution_graph": "lenscope.attribution.ops:ComputeAttributionGraph",
     "concept_direction": "lenscope.analysis.builtin.concept:ConceptDirection",
     "extract_top_features": "lenscope.attribution.pipeline:ExtractTopFeatures",

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lenscope.errors import LenscopeError
 from lenscope.store.values import Scalar
-from lenscope.ui import downloads, features, pages, sweep_page
+from lenscope.ui import crosscoder_page, downloads, features, pages, sweep_page
 from lenscope.ui.figures import PngCache
 from lenscope.ui.hosts import HostCheck
 from lenscope.ui.nodes import Missing
@@ -188,6 +188,7 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None, hosts: Ho
         Route("/sweep/{name:path}", sweep_page.sweep),
         Route("/features/{address}/{name}", features.features),
         Route("/feature/{address}/{name}/{latent}", features.feature),
+        Route("/crosscoder/{address}/{name}", crosscoder_page.crosscoder),
         Route("/artifact/{address}/{name:path}", downloads.artifact),
         Route("/png/{address}/{name:path}", downloads.png),
         Route("/api/runs", downloads.api_runs),

@@ -40,6 +40,7 @@ class GraphView:
     data: dict[str, Any]
     scores: dict[str, float] = field(default_factory=dict)
     pruned_at: float | None = None  # the node threshold the file was saved at, when its metadata says
+    scan: str = ""  # the file's metadata scan: the transcoders' node when the graph was computed with one
 
 
 def _kind(node: dict[str, Any]) -> str:
@@ -143,7 +144,7 @@ def load_graph(store: StoreReader, node: Node, name: str, version: int | None = 
     cards = dashboard_cards(store, str(metadata.get("scan", "")), features)
     return GraphView(node, info, list(metadata.get("prompt_tokens", [])), page_data(document, cards),
                      _file_scores(metadata) or recorded_scores(store, node, info),
-                     _number(metadata.get("node_threshold")))
+                     _number(metadata.get("node_threshold")), str(metadata.get("scan", "")))
 
 
 def load_address(store: StoreReader, text: str, version: int | None = None) -> GraphView:

@@ -14,6 +14,8 @@ from lenscope.store import Node
 from lenscope.store.leases import stale
 from lenscope.ui import content
 from lenscope.ui.config_diff import default_columns, differing, unshared
+from lenscope.ui.crosscoder_data import crosscoders_of
+from lenscope.ui.graph_marks import side_by_side_marks
 from lenscope.ui.graph_page import is_graph, load_address, load_graph
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
@@ -153,6 +155,7 @@ def run(request: Request) -> Response:
         keys=keys, chosen=chosen, log=log, drawn=drawn, charts=charts, curves=curves,
         others=[f"{n}@{x}" for n, x in known if (n, x) != lineage], compared=[c.label for c in drawn[1:]],
         sweeps=sweep_tags(ui.store, [(r.name, r.nonce, r.last_seq) for r in rows]),
+        crosscoders=crosscoders_of(ui.store, lineage),
         stamp=stamp(ui.store, lineage), stamp_url=f"/api/stamp?{urlencode({'lineage': drawn[0].label})}")
 
 
@@ -230,14 +233,19 @@ def view(request: Request) -> Response:
 
 def graph(request: Request) -> Response:
     """An attribution graph artifact drawn by static/graph.js (thresholds, pins, hover cards); `with=NODE/NAME`
-    (and `with_version=N`) draws a second graph beside it."""
+    (and `with_version=N`) draws a second graph beside it, the nodes only one of them has marked (`compare=NODE/NAME`:
+    the comparison to mark them by, else one found on either node)."""
     ui, params = _ui(request), request.query_params
     target = parse_node(request.path_params["address"])
     shown = [load_graph(ui.store, target, request.path_params["name"], _int(params.get("version")))]
+    marks = None
     if params.get("with"):
         shown.append(load_address(ui.store, params["with"], _int(params.get("with_version"))))
+        marks = side_by_side_marks(ui.store, shown, params.get("compare"))
+        for view, pane in zip(shown, marks.panes):
+            view.data["marks"] = pane
     first = shown[0]
-    return ui.page("graph.html", title=f"graph {first.info.name} on {target.address}", graphs=shown)
+    return ui.page("graph.html", title=f"graph {first.info.name} on {target.address}", graphs=shown, marks=marks)
 
 
 def _int(text: str | None) -> int | None:

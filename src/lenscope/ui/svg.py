@@ -41,9 +41,11 @@ class Chart:
     box: tuple[int, int, int, int] = (LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM)
 
 
-def chart(title: str, lines: Sequence[Line], log: bool = False) -> Chart:
-    """Lay out `lines` on one chart (y on a log10 scale when `log`; values <= 0 then left out)."""
-    out = Chart(title, log)
+def chart(title: str, lines: Sequence[Line], log: bool = False, xspan: tuple[float, float] | None = None,
+          width: int = WIDTH, height: int = HEIGHT, left: int = LEFT, right: int = RIGHT) -> Chart:
+    """Lay out `lines` on one chart (y on a log10 scale when `log`; values <= 0 then left out); `xspan` fixes the x
+    range (charts that share one x axis), `width`, `height`, `left` and `right` the frame in pixels."""
+    out = Chart(title, log, width=width, height=height, box=(left, TOP, width - right, height - BOTTOM))
     kept = []
     for line in lines:
         pairs = [(x, math.log10(y) if log else y) for x, y in zip(line.xs, line.ys) if not log or y > 0]
@@ -54,7 +56,7 @@ def chart(title: str, lines: Sequence[Line], log: bool = False) -> Chart:
         return out
     xs = [x for _, pairs in kept for x, _ in pairs]
     ys = [y for _, pairs in kept for _, y in pairs]
-    x0, x1 = _spread(min(xs), max(xs))
+    x0, x1 = xspan if xspan is not None and xspan[1] > xspan[0] else _spread(min(xs), max(xs))
     y0, y1 = _spread(min(ys), max(ys))
     if not log:
         y0, y1 = _pad(y0, y1)

@@ -87,6 +87,17 @@ def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) ->
     return TablePage(fields[:MAX_COLUMNS], rows, total, page, pages, first, max(0, len(fields) - MAX_COLUMNS))
 
 
+def columns(content: bytes | Path) -> dict[str, list[Any]]:
+    """Every column of a Parquet file (bytes or path) as a Python list, by name: for a page that draws a small
+    table whole (a crosscoder's latents)."""
+    parquet = _open(content)
+    try:
+        table = parquet.read()
+    except Exception as error:  # pyarrow raises several types for a damaged file
+        raise TableError(f"not a readable Parquet file: {error}") from None
+    return {name: table.column(i).to_pylist() for i, name in enumerate(table.column_names)}
+
+
 def cell(value: Any) -> str:
     """A short display string for one table value (lists show their first items and their length)."""
     if value is None:

@@ -13,6 +13,14 @@
 
   function signed(value) { return (value > 0 ? "+" : "") + fmt(value); }
 
+  // Side by side: where a node stands in the other graph (its mark from the comparison, graph_marks.py)
+  function across(mark) {
+    if (mark.mark === "only") { return "not in it: only in this graph of the two"; }
+    var values = mark.here === null || mark.here === undefined ? "" : ": influence share (a logit: probability) " +
+      fmt(mark.here) + " here, " + fmt(mark.there) + " there";
+    return (mark.mark === "changed" ? "in it too, changed" : "in it too") + values;
+  }
+
   function add(parent, tag, text, className) {
     var node = document.createElement(tag);
     if (text !== undefined && text !== null) { node.textContent = text; }
@@ -205,6 +213,8 @@
       fact("share", (100 * inf[i] / Math.max(total, 1e-30)).toFixed(1) + "% of the influence on the logits " +
            "(over this file's links)");
     }
+    var mark = (this.graph.marks || {})[node.id];
+    if (mark) { fact("the other graph", across(mark), "across"); }
     var card = node.card && this.graph.cards[node.card];
     this.logits(box, "top logits it pushes (its dashboard)", card ? card.top_logits : []);
     this.logits(box, "and pulls down", card ? card.bottom_logits : []);

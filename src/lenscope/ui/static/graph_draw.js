@@ -6,6 +6,7 @@ var GraphDraw = (function () {
   var NS = "http://www.w3.org/2000/svg";
   var LEFT = 62, RIGHT = 14, TOP = 34, BOTTOM = 42, STEP = 22, MAX_STEP = 34, MIN_GAP = 64, MIN_SQUEEZE = 0.55;
   var measure = document.createElement("canvas").getContext("2d");
+  var MARKS = {only: " mark-only", changed: " mark-changed"};  // a node's mark (graph.marks) as its class
 
   function el(tag, attrs, parent, text) {
     var node = document.createElementNS(NS, tag);
@@ -125,12 +126,14 @@ var GraphDraw = (function () {
   function nodeGroup(graph, i, x, y, below, size, parent) {
     var node = graph.nodes[i];
     var card = node.card && graph.cards[node.card];
-    var g = el("g", {"class": "node " + node.kind + (card ? " linked" : ""), "data-node": node.id, tabindex: 0,
+    var mark = MARKS[((graph.marks || {})[node.id] || {}).mark] || "";  // side by side: only here, or changed
+    var g = el("g", {"class": "node " + node.kind + (card ? " linked" : "") + mark, "data-node": node.id, tabindex: 0,
                      transform: "translate(" + x.toFixed(1) + " " + y.toFixed(1) + ")" +
                        (size < 1 ? " scale(" + size.toFixed(2) + ")" : ""),
                      role: "button", "aria-label": node.kind + " " + node.label}, parent);
     var top = node.short && !below ? -23 : -10, bottom = node.short && below ? 25 : 10;
     el("rect", {"class": "hit", x: -11, y: top, width: 22, height: bottom - top, fill: "transparent"}, g);
+    if (mark) { el("circle", {"class": "ring", r: 12.5}, g); }
     shape(node, g);
     if (node.short) {
       el("text", {y: below ? 20 : -12, "class": "short halo", "text-anchor": "middle"}, g, node.short);

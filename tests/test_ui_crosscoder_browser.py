@@ -1,0 +1,117 @@
+"""The crosscoder timeline page in Chromium, on a real crosscoder: a tiny grokking run with checkpoints at 20, 40 and
+60 and `grokking/crosscoder` over them, run in-process. The node and run pages link the page; it draws one cell per
+shown latent and checkpoint, rows in the birth order computed here from the same `crosscoder.parquet`; the loss and
+accuracy curves sit on the grid's step axis (a curve's point at a checkpoint's step is at that column's x); a row
+links its row on the table page."""
+
+from __future__ import annotations
+
+import pytest
+from browser import need_browser, shoot
+from conftest import TINY
+from crosscoder_tables import expected_rows
+
+from lenscope.runner import run_job
+from lenscope.store import Store
+
+need_browser()
+
+STEPS = [20, 40, 60]
+CROSSCODER = ["sae/expansion=4", "sae/l1_coefficient=1", "training/steps=100", "training/batch_size=256",
+              "optimization/lr=3e-3", "logging/validation_interval=100", "logging/checkpoint_interval=100"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(store folder, model node, crosscoder node, its table's bytes): the model trained 60 steps with a checkpoint
+    every 20 and values every 10; the crosscoder over its three checkpoints (128 latents)."""
+    root = tmp_path_factory.mktemp("ui_crosscoder")
+    results = f"logging/results={root}/results"
+    model = run_job("grokking/train", TINY + ["training/steps=60", "logging/validation_interval=10",
+                                              "training/analyze=false", results], store=root / "runs")
+    crosscoder = run_job("grokking/crosscoder", CROSSCODER + [results], base=model, store=root / "runs")
+    with Store(root / "runs", readonly=True) as store:
+        table = store.get(crosscoder).artifacts["crosscoder.parquet"].content
+        assert [p.seq for p in store.parents(store.query().nonce(crosscoder.nonce).seq(0).all()[0])] == STEPS
+    return root / "runs", model, crosscoder, table
+
+
+@pytest.fixture(scope="module")
+def ui_store(trained):
+    return trained[0]
+
+
+def step_x(figure) -> dict[int, float]:
+    """Screen x of each checkpoint's `line.ckpt` in a figure, by its step."""
+    return {int(k): v for k, v in figure.locator("line.ckpt").evaluate_all(
+        "lines => Object.fromEntries(lines.map(l => { const m = l.getScreenCTM();"
+        " return [l.dataset.step, l.x1.baseVal.value * m.a + m.e]; }))").items()}
+
+
+def curve_x(chart) -> dict[float, float]:
+    """Screen x of each point of a chart's first curve, by its step (from the path's own coordinates)."""
+    pairs = chart.locator("path.line").first.evaluate(
+        "p => { const m = p.getScreenCTM(), xs = JSON.parse(p.dataset.xs);"
+        " const points = p.getAttribute('d').slice(1).split(' L').map(s => Number(s.split(',')[0]));"
+        " return xs.map((x, i) => [x, points[i] * m.a + m.e]); }")
+    return {x: px for x, px in pairs}
+
+
+def test_the_timeline_draws_latents_by_birth_on_the_curves_step_axis(page, server, trained, tmp_path):
+    _, model, crosscoder, table = trained
+    page.goto(f"{server}node/{crosscoder}")
+    page.locator("section.artifact a.timeline-link").click()
+    page.wait_for_url("**/crosscoder/**")
+    assert crosscoder.address in page.locator("h1").inner_text()
+    rows = page.locator("figure.xc-grid g.row")
+    latents, births = expected_rows(table)
+    assert rows.count() == len(latents) == 128  # every latent shown (under the cap)
+    assert page.locator("figure.xc-grid g.row rect.cell").count() == len(latents) * len(STEPS)
+    drawn = rows.evaluate_all("rows => rows.map(r => [Number(r.dataset.latent), Number(r.dataset.birth)])")
+    assert [d[0] for d in drawn] == latents and [d[1] for d in drawn] == births
+    live = [b for (latent, b), dead in zip(drawn, rows.evaluate_all("rows => rows.map(r => r.matches('.dead'))"))
+            if not dead]
+    assert live == sorted(live) and len(set(live)) >= 2, births  # births at more than one checkpoint, in order
+    born = rows.evaluate_all("rows => rows.map(r => [...r.querySelectorAll('rect.cell')]"
+                             ".findIndex(c => c.classList.contains('born')))")
+    assert [STEPS[i] for i in born] == births
+    assert "0.167" in page.locator(".xc-about").inner_text()  # the birth threshold, 0.5 / 3, stated
+    grid_x = step_x(page.locator("figure.xc-grid"))
+    assert sorted(grid_x) == STEPS
+    charts = page.locator("figure.xc-curve")
+    assert [c.split()[0] for c in charts.locator("figcaption").all_inner_texts()] == ["loss", "accuracy"]
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        assert step_x(chart) == pytest.approx(grid_x, abs=0.5)
+        points = curve_x(chart)
+        for step in STEPS:  # the curve's own point at a checkpoint's step sits on that checkpoint's column
+            assert points[step] == pytest.approx(grid_x[step], abs=0.5), (i, step)
+    first = rows.first.locator("rect.cell").nth(STEPS.index(births[0])).bounding_box()
+    assert first["x"] <= grid_x[births[0]] <= first["x"] + first["width"]
+    shoot(page, tmp_path / "crosscoder-timeline.png")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, tmp_path / "crosscoder-timeline-dark.png")
+
+
+def test_rows_link_the_table_and_the_run_page_links_the_timeline(page, server, trained, tmp_path):
+    _, model, crosscoder, table = trained
+    page.goto(f"{server}run/{model.name}@{model.nonce}")
+    page.locator("p.crosscoders a", has_text="latents over checkpoints").click()
+    page.wait_for_url("**/crosscoder/**")
+    row = page.locator("figure.xc-grid g.row").nth(5)
+    latent = int(row.get_attribute("data-latent"))
+    page.locator("figure.xc-grid a").filter(has=page.locator(f'g.row[data-latent="{latent}"]')).click()
+    page.wait_for_url(f"**/view/**#row-{latent}")
+    target = page.locator(f"tr#row-{latent}")
+    assert target.locator("td").nth(1).inner_text() == str(latent)  # the table's `latent` column
+    assert target.evaluate("tr => tr.matches(':target')")
+    shoot(page, tmp_path / "crosscoder-table-row.png")
+    page.go_back()
+    page.locator(".xc-views a", has_text="decoder norm").click()
+    page.wait_for_url("**view=norm**")
+    assert page.locator("figure.xc-grid g.row rect.cell").count() == 128 * len(STEPS)
+    assert "largest norm" in page.locator("svg.xc-legend").text_content()
+    shoot(page, tmp_path / "crosscoder-norm.png")
+    page.locator("figure.xc-grid text.step", has_text="40").click()
+    page.wait_for_url("**/node/**")
+    assert page.locator("h1").inner_text().startswith(f"node {model.name}@{model.nonce}:40")
