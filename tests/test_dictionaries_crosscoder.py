@@ -239,3 +239,35 @@ def test_the_job_descends_from_every_checkpoint_and_records_shares_and_metrics(l
         for name in ("explained_variance", "mse", "cossim", "l0", "dead_latents"):
             assert np.isfinite(values[f"eval/step_{step}/{name}"]), (step, name)
     assert np.isfinite(values["eval/explained_variance"]) and values["eval/l0"] > 0  # the whole crosscoder's
+
+
+def test_the_fourier_read_out_encodes_every_checkpoint_side_by_side(lineage):
+    """`latent_frequencies` of a crosscoder: each checkpoint's model over every (a, b) pair, at `=`, in the
+    crosscoder's block order; on the validation pairs its latents are the crosscoder's own codes of its cached
+    activations, and the key frequencies are the last checkpoint's."""
+    from lenscope.examples.grokking_sae import GrokCrosscoder, grid_latents, key_frequencies, latent_frequencies
+
+    base, node = lineage
+    job = JOB + ["crosscoder/steps=[20,40]", "sae/positions=[2]", f"logging/results={base.root / 'results'}"]
+    final = run_job(GrokCrosscoder, job, base=node, store=base.store_root)
+    trainer = GrokCrosscoder([], base=final, store=base.store_root)
+    trainer.setup(attach=True)
+    try:
+        grid = grid_latents(trainer)
+        p = grid.shape[0]
+        validation = trainer.activations["validation"]
+        model = trainer.model_at(trainer.checkpoints[-1])
+        try:
+            tokens = model.data.splits["validation"]["inputs"][validation.example]
+            keys = key_frequencies(model)
+        finally:
+            model.cleanup()
+        codes = np.asarray(trainer.dictionaries()[0].encode(jnp.asarray(validation.sites["crosscoder"])))
+        assert grid.shape == (p, p, trainer.spec.d_sae) and codes.any()
+        np.testing.assert_allclose(grid[tokens[:, 0], tokens[:, 1]], codes, atol=1e-4)
+        found = latent_frequencies(trainer)
+    finally:
+        trainer.cleanup()
+    assert found["pair"].shape == (trainer.spec.d_sae, 2) and found["keys"] == keys and len(keys) == 5
+    assert ((found["pair"] >= 0) & (found["pair"] <= p // 2)).all()
+    np.testing.assert_allclose(found["density"], (grid > 0).mean((0, 1)))
