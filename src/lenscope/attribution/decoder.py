@@ -75,15 +75,16 @@ def _final_site(m: Decoder) -> Any:
 class DecoderReplacement:
     """The replacement-model view of a pretrained Decoder reached through `bound(params)`."""
 
-    def __init__(self, bound: Callable[[Any], Decoder], n_layers: int) -> None:
-        self.bound, self.n_layers = bound, n_layers
+    def __init__(self, bound: Callable[[Any], Decoder], n_layers: int, max_positions: int | None) -> None:
+        # causal: padded on the right, up to its learned positions (GPT-2's n_positions; None: rotary, no limit)
+        self.bound, self.n_layers, self.max_positions = bound, n_layers, max_positions
 
     @classmethod
     def of(cls, model: Any, bound: Callable[[Any], Any]) -> DecoderReplacement:
         """The view of a Decoder; a UsageError for a parallel-MLP or otherwise unsupported one."""
         if not isinstance(model, Decoder):
             raise UsageError(f"{type(model).__name__} is not a lenscope pretrained Decoder")
-        return cls(bound, model.config.n_layers)
+        return cls(bound, model.config.n_layers, model.config.n_positions)
 
     def _tapped(self, model: Decoder, embed: Any) -> tuple[Decoder, list[list], list[list]]:
         """The model with each MLP input and the final readout tapped, and `embed` as the embedding hook."""

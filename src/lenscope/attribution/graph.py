@@ -20,7 +20,10 @@ from ..errors import UsageError
 from ..training.progress import Progress
 from .edges import Sources, Targets, attribution_rows
 from .influence import partial_influence
+from .padding import Capacities, Cut, pad_sources, padded_length
+from .programs import Programs
 from .protocols import ReplacementModel, Transcoder
+from .shape_record import SHAPES_FILE, ShapeRecord
 
 Array = jax.Array
 QUICK = {"xla_backend_optimization_level": 0}  # XLA options of programs that run once per prompt
@@ -56,9 +59,10 @@ class AttributionGraph:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What the graph needs from one clean forward: the frozen values and the nodes' vectors."""
+    """What the graph needs from one clean forward: the frozen values and the nodes' vectors (the device arrays at
+    the prompt's padded length, the host arrays at its real length)."""
 
-    tokens: Array
+    tokens: Array  # [width]: the prompt, padded on the right to its bucket
     frozen: Any
     mlp_out: Array
     sources: Sources
@@ -68,6 +72,8 @@ class Prepared:
     logits: np.ndarray  # [n_pos, n_out]
     unembedding: Array  # [d_model, n_out]
     decoder: np.ndarray  # [F, d_model], each active feature's activation * decoder row
+    n_pos: int  # the prompt's real length
+    cut: Cut  # which columns of an edge program's row are real sources
 
 
 def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int,
@@ -100,9 +106,12 @@ class Attributor:
     """Attribution graphs of one replacement model and its per-layer transcoders; its compiled programs are kept,
     so graphs of prompts of one length reuse one setup program and, per batch size, one edge program per layer
     group (`layer_groups`: a batch of features below a group's top layer starts its backward pass there, as
-    circuit-tracer's starts at the batch's highest layer; the last group's program also serves the logits)."""
+    circuit-tracer's starts at the batch's highest layer; the last group's program also serves the logits). With
+    `buckets` (and a model that declares `max_positions`), prompts are padded to shape buckets (padding.py), so
+    prompts of several lengths share those programs."""
 
-    def __init__(self, model: ReplacementModel, transcoders: Sequence[Transcoder], layer_groups: int = 4) -> None:
+    def __init__(self, model: ReplacementModel, transcoders: Sequence[Transcoder], layer_groups: int = 4,
+                 buckets: bool = True) -> None:
         if int(layer_groups) < 1:
             raise UsageError(f"layer_groups must be >= 1 (1: one edge program for every batch), got {layer_groups!r}")
         if len(transcoders) != model.n_layers:
@@ -119,14 +128,19 @@ class Attributor:
             if getattr(spec, "rescale_acts_by_decoder_norm", False):
                 raise UsageError(f"transcoder {index} ranks by decoder norm; fold it first "
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
-        use_user_compile_cache()  # a job's store chose its cache already; a notebook's Attributor gets the user's
-        self.model, self.transcoders = model, tuple(transcoders)
+        cache = use_user_compile_cache()  # a job's store chose its cache already; a notebook's Attributor the user's
+        self.model, self.transcoders, self.buckets = model, tuple(transcoders), bool(buckets)
+        # the shapes chosen and programs compiled, kept beside the compile cache for the next process
+        record = ShapeRecord(None if cache is None else cache / SHAPES_FILE)
+        described = f"{type(model).__name__}:{[tuple(np.shape(t.W_enc)) for t in transcoders]}"
+        self._capacities = Capacities(record, described)
         n_layers = model.n_layers  # the layer counts the edge programs read up to; None: the whole readout
-        self._tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})
+        tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})
+        self._programs = Programs(tops, n_layers, record, described)
         self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
         # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
         # batch of rows, so it gets XLA's full optimization
-        self._setup = jax.jit(self._setup_fn, static_argnums=2, compiler_options=QUICK)
+        self._setup = jax.jit(self._setup_fn, compiler_options=QUICK)
         self._rows = jax.jit(self._rows_fn, static_argnums=6)
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
 
@@ -135,10 +149,11 @@ class Attributor:
         """Programs compiled so far (setup and edge programs, one per argument shape and layer group each)."""
         return compiled_count(self._setup) + compiled_count(self._rows)
 
-    def _setup_fn(self, params: Any, tokens: Array, skip: int) -> tuple:
+    def _setup_fn(self, params: Any, tokens: Array, skip: Array, length: Array) -> tuple:
         clean = self.model.clean(params, tokens)
         acts, errors = [], []
-        keep = (jnp.arange(tokens.shape[0]) >= skip)[:, None]
+        position = jnp.arange(tokens.shape[0])
+        keep = ((position >= skip) & (position < length))[:, None]  # no nodes at skipped or padded positions
         for layer, transcoder in enumerate(self.transcoders):
             a = transcoder.encode(clean.readout.mlp_in[layer]) * keep
             acts.append(a)
@@ -152,7 +167,7 @@ class Attributor:
 
     def top(self, highest: int) -> int | None:
         """The edge program for a batch whose highest target layer is `highest` (n_layers: a logit)."""
-        return next((top for top in self._tops if top > highest), None)
+        return self._programs.exact(highest)
 
     def intervened(self, params: Any, tokens: Any, mlp_deltas: Array) -> Array:
         """Logits [B, n_pos, n_out] of the ordinary forward with each of a batch of MLP-output deltas."""
@@ -160,15 +175,18 @@ class Attributor:
 
     def prepare(self, params: Any, tokens: Any, skip_positions: int = 1) -> Prepared:
         """The clean forward on tokens [n_pos]: frozen values, active features (none in the first `skip_positions`
-        positions, as circuit-tracer ignores its BOS position), error and token vectors."""
+        positions, as circuit-tracer ignores its BOS position), error and token vectors; the tokens padded on the
+        right to their shape bucket, the active features to a capacity (padding.py)."""
         tokens = np.asarray(tokens, np.int32)
         if tokens.ndim != 1 or tokens.shape[0] < 1:
             raise UsageError(f"attribution needs one prompt of token ids [n_pos], got shape {tuple(tokens.shape)}")
         if not 0 <= int(skip_positions) < tokens.shape[0]:
             raise UsageError(f"skip_positions must be in [0, {tokens.shape[0]}) for {tokens.shape[0]} positions, "
                              f"got {skip_positions!r}")
-        tokens = jax.device_put(tokens)
-        clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, int(skip_positions))
+        n_pos, width = int(tokens.shape[0]), padded_length(self.model, int(tokens.shape[0]), self.buckets)
+        tokens = jax.device_put(np.pad(tokens, (0, width - n_pos)))
+        clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, np.int32(skip_positions),
+                                                                   np.int32(n_pos))
         found, values, encoders, decoders = [], [], [], []
         for layer, (a, (w_enc, w_dec)) in enumerate(zip(acts, self._host)):
             a = np.asarray(a)
@@ -180,16 +198,25 @@ class Attributor:
         features = np.concatenate(found).astype(np.int32)
         activations = np.concatenate(values)
         decoder = np.concatenate(decoders)
-        sources = jax.device_put(Sources(*by_site(features, decoder, self.model.n_layers, int(tokens.shape[0])),
-                                         errors, token_vecs))  # once: every batch of rows reads them
+        site, slot, grid = by_site(features, decoder, self.model.n_layers, width)
+        capacity = (len(site), grid.shape[1])
+        if self.buckets:
+            capacity = self._capacities.choose(width, n_pos, int(skip_positions), *capacity)
+        sources = jax.device_put(Sources(*pad_sources(site, slot, grid, capacity), errors,
+                                         token_vecs))  # once: every batch of rows reads them
         return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
-                        activations, np.asarray(clean.logits), unembedding, decoder)
+                        activations, np.asarray(clean.logits)[:n_pos], unembedding, decoder, n_pos,
+                        Cut(len(site), capacity[0], self.model.n_layers, n_pos, width))
 
     def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
              batch_size: int, out: np.ndarray, dest: np.ndarray) -> None:
         """Attribution rows of the given targets (in layer order: fewer programs reach the top) into
-        `out[dest]`, `batch_size` at a time (the last batch padded: one shape per layer group)."""
-        for start in range(0, len(layer), batch_size):
+        `out[dest]`, `batch_size` at a time (the last batch padded: one shape per layer group; programs.py chooses
+        each batch's program)."""
+        starts = range(0, len(layer), batch_size)
+        shapes = f"{prepared.sources.site.shape}{prepared.sources.by_site.shape}:{batch_size}"
+        plan = self._programs.plan(shapes, [int(layer[start: start + batch_size].max()) for start in starts])
+        for start, top in zip(starts, plan):
             stop = min(start + batch_size, len(layer))
             # NumPy arguments, padded on the host: the compiled call moves them (no eager conversions per batch)
             targets = Targets(np.zeros(batch_size, np.int32), np.zeros(batch_size, np.int32),
@@ -197,8 +224,9 @@ class Attributor:
             targets.layer[: stop - start], targets.pos[: stop - start] = layer[start:stop], pos[start:stop]
             targets.vector[: stop - start] = vectors[start:stop]
             block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets,
-                               self.top(int(layer[start:stop].max())))
-            out[dest[start:stop], : block.shape[1]] = np.asarray(block)[: stop - start]
+                               top)
+            block = prepared.cut(np.asarray(block)[: stop - start])  # padded sources' columns cut
+            out[dest[start:stop], : block.shape[1]] = block
 
     def graph(self, params: Any, tokens: Any, *, max_n_logits: int = 10, desired_logit_prob: float = 0.95,
               batch_size: int = 256, max_feature_nodes: int | None = None, skip_positions: int = 1,
@@ -221,15 +249,16 @@ class Attributor:
                                                      batch_size * update_interval, batch_size, bar)
         if bar is not None:
             bar.close()
-        return AttributionGraph(np.asarray(prepared.tokens), prepared.features, prepared.activations, selected,
-                                chosen.astype(np.int64), probs.astype(np.float32), adjacency, self.model.n_layers,
-                                np.asarray(logit_vecs, np.float32))
+        return AttributionGraph(np.asarray(prepared.tokens)[: prepared.n_pos], prepared.features,
+                                prepared.activations, selected, chosen.astype(np.int64), probs.astype(np.float32),
+                                adjacency, self.model.n_layers, np.asarray(logit_vecs, np.float32))
 
     def _every_feature(self, params: Any, prepared: Prepared, logit_vecs: np.ndarray, batch_size: int,
                        bar: Progress | None) -> tuple[np.ndarray, np.ndarray]:
         """(selected, adjacency) with a row for every active feature: no ordering needed, so the rows go in
         layer order (features layer-major, then the logits) straight into the adjacency."""
-        n_active, n_logits, (n_layers, n_pos, _) = len(prepared.features), len(logit_vecs), prepared.mlp_out.shape
+        n_active, n_logits, n_pos = len(prepared.features), len(logit_vecs), prepared.n_pos
+        n_layers = self.model.n_layers
         logit_offset = n_active + (n_layers + 1) * n_pos
         adjacency = np.zeros((logit_offset + n_logits,) * 2, np.float32)
         self.rows(params, prepared, np.concatenate([prepared.features[:, 0], np.full(n_logits, n_layers)]),
@@ -244,7 +273,8 @@ class Attributor:
                       chunk: int, batch_size: int, bar: Progress | None) -> tuple[np.ndarray, np.ndarray]:
         """(selected, adjacency) of the `budget` features of highest estimated influence: logit rows first, then
         `chunk` features at a time, each chunk the most influential on the logits through the rows so far."""
-        n_active, n_logits, (n_layers, n_pos, _) = len(prepared.features), len(logit_vecs), prepared.mlp_out.shape
+        n_active, n_logits, n_pos = len(prepared.features), len(logit_vecs), prepared.n_pos
+        n_layers = self.model.n_layers
         logit_offset = n_active + (n_layers + 1) * n_pos
         n_total = logit_offset + n_logits
         edges = np.zeros((budget + n_logits, n_total), np.float32)

@@ -110,7 +110,7 @@ class FeatureInterventionForward(GraphOp, TableOp):
         prepared = attributor.prepare(params, tokens, int(self.analysis_inputs["skip_positions"]))
         features, scale = self.chosen(), float(self.analysis_inputs["scale"])
         lookup = {tuple(row): i for i, row in enumerate(prepared.features.tolist())}
-        n_layers, n_pos, d = prepared.mlp_out.shape
+        n_layers, n_pos, d = prepared.mlp_out.shape[0], prepared.n_pos, prepared.mlp_out.shape[2]
         deltas = np.zeros((len(features), n_layers, n_pos, d), np.float32)
         activation = np.zeros(len(features))
         decoders = prepared.decoder

@@ -44,7 +44,12 @@ class CleanPass(NamedTuple):
 class ReplacementModel(Protocol):
     """A model seen as circuit-tracer's local replacement model: attention patterns, norm scales and MLP outputs
     frozen at their values on the prompt, so the readouts are affine in additive deltas at the embedding and at
-    each MLP's output."""
+    each MLP's output.
+
+    Optional: `max_positions` (int, or None for no limit). A model that has it says it is causal (no real position
+    sees a later one), so the Attributor pads its prompts on the right to shape buckets of at most that many
+    positions (attribution/padding.py); a model without it runs every prompt at its exact length.
+    """
 
     n_layers: int
 

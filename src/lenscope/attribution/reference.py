@@ -51,10 +51,11 @@ class ReferenceTransformer:
     (the trainer's `module`): embeddings, blocks (attn query/key/value/out, mlp, optional ln1/ln2), ln_final,
     unembed."""
 
-    def __init__(self, bound: Callable[[Any], Any], n_layers: int, use_ln: bool) -> None:
+    def __init__(self, bound: Callable[[Any], Any], n_layers: int, use_ln: bool, max_positions: int) -> None:
         self.bound = bound
         self.n_layers = n_layers
         self.use_ln = use_ln
+        self.max_positions = max_positions  # seq_len, its learned positions (causal: padded on the right)
 
     @classmethod
     def of(cls, model: Any, bound: Callable[[Any], Any]) -> ReferenceTransformer:
@@ -63,9 +64,10 @@ class ReferenceTransformer:
         if not hasattr(model, "n_layers") and not all(hasattr(model, name) for name in parts):
             raise UsageError(f"{type(model).__name__} is not a lenscope reference Transformer; attribution graphs "
                              "need a ReplacementModel adapter for it (lenscope.attribution.protocols)")
+        limit = int(model.seq_len) if hasattr(model, "seq_len") else int(_value(model.pos_embed).shape[0])
         if hasattr(model, "n_layers"):  # a linen definition: its submodules exist only once bound
-            return cls(bound, int(model.n_layers), bool(model.use_ln))
-        return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None)
+            return cls(bound, int(model.n_layers), bool(model.use_ln), limit)
+        return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None, limit)
 
     def _run(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array | None, embed_delta: Array | None,
              mlp_delta: Array | None, layers: int | None = None) -> tuple[Readout, Array, Array, Any]:

@@ -13,10 +13,12 @@ from .graph import AttributionGraph, Attributor, Prepared
 
 
 def source_deltas(prepared: Prepared, graph: AttributionGraph, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(embed deltas [B, n_pos, d], MLP-output deltas [B, n_layers, n_pos, d]) removing each source column."""
-    n_layers, n_pos, d = prepared.mlp_out.shape
-    embed = np.zeros((len(columns), n_pos, d), np.float32)
-    mlp = np.zeros((len(columns), n_layers, n_pos, d), np.float32)
+    """(embed deltas [B, width, d], MLP-output deltas [B, n_layers, width, d]) removing each source column (width:
+    the prompt's padded length, as the frozen forward runs)."""
+    n_layers, width, d = prepared.mlp_out.shape
+    n_pos = prepared.n_pos
+    embed = np.zeros((len(columns), width, d), np.float32)
+    mlp = np.zeros((len(columns), n_layers, width, d), np.float32)
     decoders = prepared.decoder
     errors, tokens = np.asarray(prepared.sources.errors), np.asarray(prepared.sources.tokens)
     first_error, first_token = graph.n_features, graph.n_features + n_layers * n_pos
