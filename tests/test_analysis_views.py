@@ -115,7 +115,9 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "params_of": lambda v: v.params_of(v.module(v.state.params)),
     "pass_batch": lambda v: v.pass_batch("validation", 0),
     "plot": lambda v: v.plot(v.compute()),
+    "position_axis": lambda v: v.position_axis(3),  # the prompt's tokens as tick labels (read, never written)
     "position_rows": lambda v: v.position_rows(_batch(v), {}, -1, lambda out: out.sum()),
+    "prompt_tokens": lambda v: v.prompt_tokens(),
     "publish": lambda v: v.publish(v.compute()),
     "results_dir": lambda v: v.results_dir(),
     "result_values": lambda v: v.result_values("name", {"x": 1.0}),

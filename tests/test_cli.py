@@ -227,7 +227,7 @@ def test_get_writes_the_exact_bytes(trained, tmp_path):
 BAD = {
     "unknown job": (["run", "grokking/trian"],
                     ["unknown job 'grokking/trian'", "did you mean grokking/train",
-                     "registered jobs: grokking/attention, grokking/fourier"]),
+                     "registered jobs: grokking/attention, grokking/crosscoder, grokking/fourier"]),
     "unknown key": (["run", "grokking/train", "training/stepz=3"],
                     ["unknown config key 'training/stepz'", "training/steps"]),
     "wrong type": (["run", "grokking/train", "training/steps=many"], ["training/steps", "int", "'many'"]),

@@ -17,7 +17,7 @@ from ..runner import build_job, run_job
 from ..store import Node, Store
 from ..store.lineage_heads import values_up_to
 from ..training.loop import StopTraining
-from .study import SweepSpec, heartbeat_s, optuna
+from .study import SweepSpec, budget_lock, heartbeat_s, optuna
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,24 @@ def run_trials(store: Store, study: Any, spec: SweepSpec, say: Callable[[str], N
     objective = trial_objective(store, spec, study.study_name, done, say)
     total = budget(spec)
     while True:
-        counted, running = _tally(study)
-        if counted < total:
-            study.optimize(objective, n_trials=1)
-        elif running:  # another worker's trial: wait for it to finish, or to go silent and be queued again
+        with contextlib.ExitStack() as held:  # the budget lock, from the count until the new trial is RUNNING
+            held.enter_context(budget_lock(store))
+            counted, running = _tally(study)
+            if counted < total:
+                study.optimize(_once_begun(objective, held.close), n_trials=1)
+                continue
+        if running:  # another worker's trial: wait for it to finish, or to go silent and be queued again
             time.sleep(heartbeat_s())
         else:
             return done
+
+
+def _once_begun(objective: Callable[[Any], float], release: Callable[[], None]) -> Callable[[Any], float]:
+    """`objective`, calling `release` first: Optuna has made the trial RUNNING by then, so other workers count it."""
+    def run(trial: Any) -> float:
+        release()
+        return objective(trial)
+    return run
 
 
 def _tally(study: Any) -> tuple[int, int]:

@@ -89,12 +89,13 @@ def storage_url(store: Store) -> str:
 
 
 @contextlib.contextmanager
-def _creation_lock(store: Store, url: str) -> Iterator[None]:
+def _creation_lock(store: Store, url: str, purpose: str = "storage") -> Iterator[None]:
     """Held while Optuna creates or migrates its tables: workers started together on a fresh store take turns
-    (Optuna's own create-then-stamp is not safe under concurrent first use). A file lock beside optuna.db;
-    a PostgreSQL advisory lock on the database."""
+    (Optuna's own create-then-stamp is not safe under concurrent first use); with `purpose="budget"`, while a
+    worker counts the trials begun and begins one. A file lock beside optuna.db; a PostgreSQL advisory lock."""
     if url.startswith("sqlite"):
-        with open(Path(store.root) / f"{OPTUNA_FILE}.lock", "a") as handle:
+        suffix = "" if purpose == "storage" else f".{purpose}"
+        with open(Path(store.root) / f"{OPTUNA_FILE}{suffix}.lock", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -102,7 +103,7 @@ def _creation_lock(store: Store, url: str) -> Iterator[None]:
                 fcntl.flock(handle, fcntl.LOCK_UN)
         return
     engine = create_engine(url, pool_pre_ping=True)
-    key = zlib.crc32(b"lenscope optuna storage")
+    key = zlib.crc32(f"lenscope optuna {purpose}".encode())
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
@@ -112,6 +113,11 @@ def _creation_lock(store: Store, url: str) -> Iterator[None]:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
     finally:
         engine.dispose()
+
+
+def budget_lock(store: Store) -> contextlib.AbstractContextManager[None]:
+    """Held from counting a study's trials to beginning the next one, so workers never begin more than the budget."""
+    return _creation_lock(store, storage_url(store), "budget")
 
 
 def _storage(store: Store) -> Any:
