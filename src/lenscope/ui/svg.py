@@ -56,8 +56,8 @@ def chart(title: str, lines: Sequence[Line], log: bool = False, xspan: tuple[flo
         return out
     xs = [x for _, pairs in kept for x, _ in pairs]
     ys = [y for _, pairs in kept for _, y in pairs]
-    x0, x1 = xspan if xspan is not None and xspan[1] > xspan[0] else _spread(min(xs), max(xs))
-    y0, y1 = _spread(min(ys), max(ys))
+    x0, x1 = xspan if xspan is not None and xspan[1] > xspan[0] else spread(min(xs), max(xs))
+    y0, y1 = spread(min(ys), max(ys))
     if not log:
         y0, y1 = _pad(y0, y1)
     out.frame = (x0, x1, y0, y1)
@@ -75,15 +75,15 @@ def chart(title: str, lines: Sequence[Line], log: bool = False, xspan: tuple[flo
         d = "M" + " L".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pairs)
         xs_, ys_ = zip(*((x, 10 ** y if log else y) for x, y in pairs))
         out.paths.append((line.slot, line.label, d, list(xs_), list(ys_)))
-    out.xticks = [(round(px(t), 1), _label(t)) for t in nice_ticks(x0, x1, 6) if x0 <= t <= x1]
+    out.xticks = [(round(px(t), 1), tick_label(t)) for t in nice_ticks(x0, x1, 6) if x0 <= t <= x1]
     if log:
-        out.yticks = [(round(py(t), 1), _label(10 ** t)) for t in _log_ticks(y0, y1)]
+        out.yticks = [(round(py(t), 1), tick_label(10 ** t)) for t in log_ticks(y0, y1)]
     else:
-        out.yticks = [(round(py(t), 1), _label(t)) for t in nice_ticks(y0, y1, 5) if y0 <= t <= y1]
+        out.yticks = [(round(py(t), 1), tick_label(t)) for t in nice_ticks(y0, y1, 5) if y0 <= t <= y1]
     return out
 
 
-def _spread(lo: float, hi: float) -> tuple[float, float]:
+def spread(lo: float, hi: float) -> tuple[float, float]:
     """A non-empty range around [lo, hi]."""
     if hi > lo:
         return lo, hi
@@ -105,7 +105,7 @@ def nice_ticks(lo: float, hi: float, count: int) -> list[float]:
     return [round(k * step, 12) for k in range(first, math.floor(hi / step) + 1)]
 
 
-def _log_ticks(lo: float, hi: float) -> list[float]:
+def log_ticks(lo: float, hi: float) -> list[float]:
     """log10 positions of ticks for a log axis spanning log10 values [lo, hi]: decades, or 1-2-5 inside one."""
     decades = list(range(math.ceil(lo), math.floor(hi) + 1))
     if len(decades) >= 2:
@@ -116,7 +116,7 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     return inside if len(inside) >= 2 else [t for t in nice_ticks(lo, hi, 4) if lo <= t <= hi]
 
 
-def _label(value: float) -> str:
+def tick_label(value: float) -> str:
     """A short tick label: integers plainly, else 4 significant digits."""
     if value == int(value) and abs(value) < 1e6:
         return str(int(value))

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lenscope.ui.svg import _label, _log_ticks, _spread, nice_ticks
+from lenscope.ui.svg import log_ticks, nice_ticks, spread, tick_label
 from lenscope.ui.sweep_data import Sweep, TrialRow
 
 WIDTH, HEIGHT = 420, 250
@@ -117,21 +117,21 @@ def _layout(title: str, param: str, dots: Sequence[Dot], scale: str) -> Plot:
             return xs[_text(x)]
     else:
         values = [math.log10(d.x) if log else float(d.x) for d in dots]
-        x0, x1 = _pad(*_spread(min(values), max(values)))
+        x0, x1 = _pad(*spread(min(values), max(values)))
 
         def px(x: Any) -> float:
             v = math.log10(x) if log else float(x)
             return left + (v - x0) / (x1 - x0) * (right - left)
 
-        ticks = _log_ticks(x0, x1) if log else [t for t in nice_ticks(x0, x1, 5) if x0 <= t <= x1]
-        plot.xticks = [(round(left + (t - x0) / (x1 - x0) * (right - left), 1), _label(10 ** t if log else t))
+        ticks = log_ticks(x0, x1) if log else [t for t in nice_ticks(x0, x1, 5) if x0 <= t <= x1]
+        plot.xticks = [(round(left + (t - x0) / (x1 - x0) * (right - left), 1), tick_label(10 ** t if log else t))
                        for t in ticks]
-    y0, y1 = _pad(*_spread(min(d.y for d in dots), max(d.y for d in dots)))
+    y0, y1 = _pad(*spread(min(d.y for d in dots), max(d.y for d in dots)))
 
     def py(y: float) -> float:
         return bottom - (y - y0) / (y1 - y0) * (bottom - top)
 
-    plot.yticks = [(round(py(t), 1), _label(t)) for t in nice_ticks(y0, y1, 6) if y0 <= t <= y1]
+    plot.yticks = [(round(py(t), 1), tick_label(t)) for t in nice_ticks(y0, y1, 6) if y0 <= t <= y1]
     seen: dict[tuple[float, float], int] = {}
     for d in dots:
         x, y = round(px(d.x), 1), round(py(d.y), 1)
