@@ -5,9 +5,11 @@ No JAX or torch here: threads must be configured before either is imported.
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,3 +112,17 @@ def agree(name: str, ours: Any, theirs: Any, atol: float) -> float:
     if not gap <= atol:
         raise SystemExit(f"{name}: lenscope and the peer differ by {gap:.2e} (> {atol}); not timing different work")
     return gap
+
+
+def circuit_tracer_here() -> bool:
+    """Whether the circuit-tracer peer (bench/_ct_peer.py) imports, its warnings and log lines silenced; if not,
+    say so with the install line."""
+    try:
+        import _ct_peer  # noqa: F401
+    except ImportError as missing:
+        print(f"circuit-tracer comparison skipped ({missing}); install: pip install 'torch==2.13.0+cpu' -e "
+              "'.[circuit]'")
+        return False
+    warnings.filterwarnings("ignore")
+    logging.getLogger("circuit_tracer").setLevel(logging.ERROR)
+    return True

@@ -12,17 +12,15 @@ compiled (the first call, compilation included, is printed too). Needs `pip inst
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _peer_* helpers beside this script
 
-from _peer_common import Shape, configure_threads, interleaved, load, print_table  # noqa: E402
+from _peer_common import Shape, circuit_tracer_here, configure_threads, interleaved, load, print_table  # noqa: E402
 
 SIZES = (  # (shape, features per transcoder, prompt length); thresholds give ~10 and ~30 active features per token
     (Shape(layers=2, d_model=64, heads=4, seq=16, batch=1, vocab=256), 512, 16),
@@ -51,20 +49,15 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=128)
     args = parser.parse_args()
     threads = configure_threads(args.threads)
-    try:
-        import _ct_peer
-        import torch
-    except ImportError as missing:
-        print(f"circuit-tracer comparison skipped ({missing}); install: pip install 'torch==2.13.0+cpu' -e "
-              "'.[circuit]'")
+    if not circuit_tracer_here():
         return 0
+    import _ct_peer
     import numpy as np
+    import torch
     from _attribution_models import reference_model, transcoders
 
     from lenscope.attribution import Attributor, ReferenceTransformer
 
-    warnings.filterwarnings("ignore")
-    logging.getLogger("circuit_tracer").setLevel(logging.ERROR)
     print(threads, flush=True)
     for shape, d_features, n_pos in SIZES:
         model, params = reference_model(shape)

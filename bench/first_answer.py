@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _peer_* helpers beside this script
 
-from _peer_common import Shape, configure_threads, load  # noqa: E402
+from _peer_common import Shape, circuit_tracer_here, configure_threads, load  # noqa: E402
 
 SIZES = (  # (name, shape, features per transcoder, prompt lengths): bench/attribution.py's models
     ("small", Shape(layers=2, d_model=64, heads=4, seq=16, batch=1, vocab=256), 512, (5, 8, 11, 13, 16)),
@@ -167,17 +167,8 @@ def main() -> int:
     threads = configure_threads(args.threads)
     if args.child:
         return child(args)
-    try:
-        import _ct_peer  # noqa: F401
-    except ImportError as missing:
-        print(f"circuit-tracer comparison skipped ({missing}); install: pip install 'torch==2.13.0+cpu' -e "
-              "'.[circuit]'")
+    if not circuit_tracer_here():
         return 0
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("circuit_tracer").setLevel(logging.ERROR)
     print(threads, flush=True)
     goals: dict[str, bool] = {}
     with tempfile.TemporaryDirectory(prefix="lenscope-first-answer-cache-") as cache:

@@ -10,11 +10,9 @@ import re
 import pytest
 from crosscoder_tables import HOSTILE, crosscoder_table, drawn_rows, expected_rows, other_table
 from pg_server import postgres_server  # noqa: F401
-from starlette.testclient import TestClient
-from ui_fixtures import store_url
+from ui_fixtures import store_url, ui_client
 
 from lenscope.store import Node, Store
-from lenscope.ui.app import create_app
 from lenscope.ui.crosscoder_data import BIRTH_FRACTION, MAX_ROWS, birth
 
 STEPS = [100 * (i + 1) for i in range(10)]
@@ -54,10 +52,7 @@ def built(request, tmp_path_factory) -> Built:
 
 @pytest.fixture(scope="module")
 def client(built):
-    app = create_app(built.url)
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
-    app.state.ui.store.close()
+    yield from ui_client(built.url)
 
 
 def timeline(node: Node, name: str = "crosscoder.parquet") -> str:

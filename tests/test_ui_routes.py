@@ -11,14 +11,12 @@ import sys
 import pytest
 from pg_server import postgres_server  # noqa: F401
 from sqlalchemy import insert
-from starlette.testclient import TestClient
-from ui_fixtures import ESCAPED, XSS, build, store_url
+from ui_fixtures import ESCAPED, XSS, build, store_url, ui_client
 
 from lenscope.cli.main import main
 from lenscope.errors import StoreError, UsageError
 from lenscope.store import Store
 from lenscope.store.schema import records
-from lenscope.ui.app import create_app
 from lenscope.ui.series import load_curves
 from lenscope.ui.server import is_loopback, listen
 from lenscope.ui.svg import Line, chart, nice_ticks
@@ -33,10 +31,7 @@ def built(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(built):
-    app = create_app(built.url)
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
-    app.state.ui.store.close()
+    yield from ui_client(built.url)
 
 
 def lineage(node) -> str:

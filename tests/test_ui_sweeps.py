@@ -9,7 +9,7 @@ import pytest
 from pg_server import postgres_server  # noqa: F401
 from sqlalchemy import inspect
 from starlette.testclient import TestClient
-from ui_fixtures import ESCAPED, XSS, store_url
+from ui_fixtures import ESCAPED, XSS, store_url, ui_client
 from xor_job import XOR_JOB
 
 from lenscope.store import Store
@@ -43,10 +43,7 @@ def swept(request, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def client(swept):
-    app = create_app(swept)
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
-    app.state.ui.store.close()
+    yield from ui_client(swept)
 
 
 def test_sweep_pages_list_the_trials_and_escape_the_study_name(client):

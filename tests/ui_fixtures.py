@@ -102,3 +102,15 @@ def store_url(kind: str, tmp: Path, postgres_server=None) -> str:
     if kind == "sqlite":
         return str(tmp / "store")
     return f"{postgres_server.new_database()}?root={tmp / 'store'}"
+
+
+def ui_client(url: str):
+    """A TestClient over `lenscope ui`'s app on the store at `url` (a generator for a module fixture), closed after."""
+    from starlette.testclient import TestClient
+
+    from lenscope.ui.app import create_app
+
+    app = create_app(url)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+    app.state.ui.store.close()
