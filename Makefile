@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo lint test test-fast bench clean
+.PHONY: setup demo lint test test-fast coverage bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,14 @@ test: lint
 
 test-fast: lint
 	$(PYTEST) -m "not slow"
+
+# The suite under coverage (slower: not the check before a commit); prints the line rate over src/.
+coverage: setup
+	$(BIN)/python -m pip install -q 'coverage>=7.10' 'pytest-cov>=6'
+	rm -f .coverage .coverage.*
+	$(PYTEST) --cov --cov-report=
+	$(BIN)/python -m coverage combine -q || true
+	$(BIN)/python -m coverage report --format=total
 
 bench: setup
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

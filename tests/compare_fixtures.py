@@ -37,13 +37,15 @@ def graph_params(transcoders: object) -> dict:
 
 
 def two_checkpoints(root: Path) -> TwoCheckpoints:
-    """Train the run (checkpoints at steps 20 and 40), a transcoder at each checkpoint, and each one's graph."""
+    """Train the run (checkpoints at steps 20 and 40, no tandem analyses), a transcoder at each checkpoint, and each
+    one's graph."""
     import lenscope
     from lenscope.examples.grokking import GrokTrainer
 
     store, results = root / "runs", f"logging/results={root}/results"
     model_args = ["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8",
-                  "training/steps=40", "logging/validation_interval=20", "logging/checkpoint_interval=20", results]
+                  "training/steps=40", "training/analyze=false", "logging/validation_interval=20",
+                  "logging/checkpoint_interval=20", results]  # no tandem figures: only the graphs are looked at
     model = lenscope.run_job("grokking/train", model_args, store=store)
     with lenscope.Store(store) as opened:
         checkpoints = [str(opened.query().nonce(model.nonce).seq(step).all()[0]) for step in (20, 40)]

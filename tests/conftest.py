@@ -20,10 +20,10 @@ pytest_plugins = ["browser", "strict_skips"]  # browser fixtures (tests/browser.
 
 # The longest files (by `pytest --durations`), scheduled first: `make test` hands whole files to two xdist
 # workers in collection order, so a long file collected last keeps one worker busy while the other idles.
-LONGEST_FIRST = ("test_resume_kill.py", "test_prefix_reuse.py", "test_tables.py", "test_mesh.py",
-                 "test_docs_cli.py", "test_dictionaries_trainer.py", "test_interrupt.py", "test_docs_experiments.py",
-                 "test_backends_multiproc.py", "test_backends_training.py", "test_packed_sweep.py",
-                 "test_packed_pretrained.py")
+LONGEST_FIRST = ("test_pretrained_ops.py", "test_induction_job.py", "test_docs_pretrained.py", "test_mesh.py",
+                 "test_backends_training.py", "test_dictionaries_trainer.py", "test_prefix_reuse.py",
+                 "test_lm_jobs.py", "test_lm_dictionaries.py", "test_tables.py", "test_pretrained_parity.py",
+                 "test_attribution_ui.py", "test_packed_pretrained.py", "test_sweeps.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,6 +53,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """The session's compile cache removed by the process that made it (not by an xdist worker)."""
     if SESSION_CACHE and not hasattr(config, "workerinput"):
         shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+
+# orbax.checkpoint imports its own `test_utils.py`, a name pytest's assertion rewriting matches: imported first deep
+# inside a lazy import, the rewrite can fail ("AST constructor recursion depth mismatch"). Imported here, it is
+# rewritten once, at the top of the stack.
+import orbax.checkpoint  # noqa: E402, F401
 
 TINY = [
     "data/p=23", "data/train_fraction=0.5", "model/d_model=32", "model/n_heads=2", "model/d_head=8",

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 from browser import need_browser, shoot
+from compare_fixtures import sae_args
 
 from lenscope.attribution.reprune import prune_file
 
@@ -27,19 +28,18 @@ HOSTILE = ["<b>bold</b>", "</script><script>alert(1)</script>", "a & b"]
 def graph_node(tmp_path_factory):
     """A short grokking run, a transcoder job on it (its dashboards kept for 4 latents) and the graph of one prompt
     with the transcoders named by their node; (store folder, graph node, the graph file, transcoder node, scores).
-    The same file with hostile prompt tokens is stored beside it as `hostile_graph`."""
+    The same file with hostile prompt tokens is stored beside it as `hostile_graph`. The run and the transcoder have
+    the shapes of compare_fixtures' (their programs compiled once per session) and no tandem analyses (unused)."""
     import lenscope
     from lenscope.cli import main
 
     root = tmp_path_factory.mktemp("graph_ui")
     store, results = str(root / "runs"), f"logging/results={root}/results"
     model_args = ["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8",
-                  "training/steps=20", "logging/validation_interval=20", "logging/checkpoint_interval=20", results]
+                  "training/steps=20", "training/analyze=false", "logging/validation_interval=20",
+                  "logging/checkpoint_interval=20", results]
     model = lenscope.run_job("grokking/train", model_args, store=store)
-    sae = lenscope.run_job("grokking/sae", [
-        "sae/sites=[blocks_0/mlp:x]", "sae/targets=[blocks_0/mlp]", "sae/architecture=topk", "sae/k=8",
-        "sae/expansion=8", "sae/dashboards=4", "training/steps=20", "training/batch_size=64",
-        "logging/validation_interval=20", "logging/checkpoint_interval=20", results], base=model, store=store)
+    sae = lenscope.run_job("grokking/sae", sae_args(results), base=model, store=store)  # TopK, k=8, 4 dashboards
     # the op from the command line, as docs/attribution.md shows; it attaches to the --base node
     assert main(["run", "grokking/train", *model_args, "--base", str(model), "--store", store, "--analysis",
                  f"{NAME},transcoders={sae},skip_positions=0,node_threshold=1.0,edge_threshold=1.0"]) == 0

@@ -36,7 +36,9 @@ def test_nnx_trains_and_analyzes_in_two_processes_like_in_one(tiny, tmp_path):
     config = tiny + ["model/backend=nnx", f"training/batch_size={BATCH}", "training/steps=2",
                      "logging/checkpoint_interval=2", "logging/validation_interval=2"]
     store_dir = tmp_path / "runs"
-    base = run_job(GrokTrainer, config + [f"logging/results={tmp_path / 'single'}"], store=store_dir)
+    # the single-process base: no tandem analyses (the attention figure to compare with is the analysis's below)
+    base = run_job(GrokTrainer, config + [f"logging/results={tmp_path / 'single'}", "training/analyze=false"],
+                   store=store_dir)
     run_job(AttentionAnalysis, config + [f"logging/results={tmp_path / 'single'}"], base=base, store=store_dir)
 
     launched = launch(__file__, "_worker", str(store_dir), str(tmp_path / "multi"), str(base), json.dumps(config),

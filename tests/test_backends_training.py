@@ -136,19 +136,19 @@ def test_equinox_non_array_leaves_survive_a_checkpoint(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["nnx", "equinox"])
 def test_tiny_grokking_generalizes_with_every_backend(tmp_path, backend):
-    # Strong weight decay keeps the end of the run oscillating: Equinox's validation accuracy at seeds 0-2 ends at
-    # 0.92 / 0.96 / 0.91 (train 1.0), one run in a loaded xdist worker ended at train 0.976, and seed 1 on the
-    # machine of 2026-12 ends at 0.886 (on the code before and after that wave's changes alike). A run that only
-    # memorizes ends near chance on validation (1/23), so > 0.8 still says it generalized.
-    config = ["data/p=23", "data/train_fraction=0.7", "model/d_model=32", "model/n_heads=4", "model/d_head=8",
-              "model/d_mlp=128", "training/steps=2500", "optimization/lr=1e-2", "optimization/warmup_steps=10",
-              "logging/validation_interval=0", "logging/checkpoint_interval=0", "logging/report_interval=500",
-              "training/analyze=false", "training/seed=1", f"model/backend={backend}",
+    # With 80% of the pairs for training, seed 0 generalizes fast with both backends: validation accuracy (53
+    # examples) is 1.0 from step 175 on (nnx 0.92 at 150, equinox 1.0 from 125), train 1.0. Seeds 1 and 2 get
+    # there later (nnx 0.94 and equinox 0.98 at step 400). A run that only memorizes ends near chance on
+    # validation (1/23), so > 0.9 says it generalized.
+    config = ["data/p=23", "data/train_fraction=0.8", "model/d_model=32", "model/n_heads=4", "model/d_head=8",
+              "model/d_mlp=128", "training/steps=300", "optimization/lr=1e-2", "optimization/warmup_steps=10",
+              "logging/validation_interval=0", "logging/checkpoint_interval=0", "logging/report_interval=100",
+              "training/analyze=false", "training/seed=0", f"model/backend={backend}",
               f"logging/results={tmp_path / 'r'}"]
     trainer = GrokTrainer(config, store=tmp_path / "runs")
     run_job(trainer)
     assert trainer.evaluate("train")["accuracy"] > 0.95
-    assert trainer.evaluate("validation")["accuracy"] > 0.8
+    assert trainer.evaluate("validation")["accuracy"] > 0.9
 
 
 def test_grokking_backend_is_a_checked_choice(tmp_path):

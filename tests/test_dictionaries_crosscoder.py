@@ -5,6 +5,7 @@ step that is not a checkpoint is refused before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator
 
@@ -86,17 +87,23 @@ def trained(cls: type, steps: int, tmp_path, architecture: str = "standard") -> 
 
 def test_the_loss_is_the_papers_reconstruction_summed_over_models_and_l1_weighted_by_summed_decoder_norms():
     spec = Spec("standard", 2 * D, 64, blocks=2)
-    d = Dictionary.of(spec, dictionary_params(jax.random.PRNGKey(0), spec))
-    np.testing.assert_allclose(d.block_norms(), 0.1, rtol=1e-5)  # every model starts with an equal share
-    d = d.replace(W_dec=d.W_dec * jnp.linspace(0.5, 2.0, 2 * D), b_enc=d.b_enc + 0.05)  # blocks of unequal norms
-    x = jnp.asarray(np.concatenate([TRAIN[:64], with_planted(TRAIN[:64], 0)], axis=-1))
-    total, terms = loss(d, x, x, jnp.float32(1.0), None, LossConfig(l1_coefficient=3.0))
-    f = d.encode(x)
-    out = f @ d.W_dec + d.b_dec
-    per_model = [jnp.mean(jnp.sum((x[:, m * D:(m + 1) * D] - out[:, m * D:(m + 1) * D]) ** 2, -1)) for m in (0, 1)]
-    norms = [jnp.linalg.norm(d.W_dec[:, m * D:(m + 1) * D], axis=-1) for m in (0, 1)]
-    l1 = 3.0 * jnp.mean(jnp.sum(f * (norms[0] + norms[1]), -1))
-    assert float(jnp.sum(f > 0)) > 0
+
+    @jax.jit  # the library's side as one program; the reference below in NumPy
+    def library(x):
+        d = Dictionary.of(spec, dictionary_params(jax.random.PRNGKey(0), spec))
+        first = d.block_norms()
+        d = d.replace(W_dec=d.W_dec * jnp.linspace(0.5, 2.0, 2 * D), b_enc=d.b_enc + 0.05)  # blocks of unequal norms
+        return first, d, d.encode(x), loss(d, x, x, jnp.float32(1.0), None, LossConfig(l1_coefficient=3.0))
+
+    x = np.concatenate([TRAIN[:64], with_planted(TRAIN[:64], 0)], axis=-1)
+    first, d, f, (total, terms) = library(x)
+    np.testing.assert_allclose(first, 0.1, rtol=1e-5)  # every model starts with an equal share
+    f, w_dec = np.asarray(f, np.float64), np.asarray(d.W_dec, np.float64)
+    out = f @ w_dec + np.asarray(d.b_dec)
+    per_model = [np.mean(np.sum((x[:, m * D:(m + 1) * D] - out[:, m * D:(m + 1) * D]) ** 2, -1)) for m in (0, 1)]
+    norms = [np.linalg.norm(w_dec[:, m * D:(m + 1) * D], axis=-1) for m in (0, 1)]
+    l1 = 3.0 * np.mean(np.sum(f * (norms[0] + norms[1]), -1))
+    assert np.sum(f > 0) > 0
     np.testing.assert_allclose(terms["mse_loss"], per_model[0] + per_model[1], rtol=1e-5)
     np.testing.assert_allclose(terms["l1_loss"], l1, rtol=1e-5)
     np.testing.assert_allclose(total, per_model[0] + per_model[1] + l1, rtol=1e-5)
@@ -209,10 +216,20 @@ def test_a_step_that_is_not_a_checkpoint_is_refused_before_anything_is_written(l
     assert after == before  # no node, no cached activations
 
 
-def test_the_job_descends_from_every_checkpoint_and_records_shares_and_metrics(lineage, capsys):
+@pytest.fixture(scope="module")
+def job(lineage):
+    """`lenscope run grokking/crosscoder ... crosscoder/steps=all` on the lineage: (exit code, stdout, stderr)."""
     base, node = lineage
-    code, out, err = run(capsys, "run", "grokking/crosscoder", "--store", str(base.store_root), "--base", str(node),
-                         *JOB, f"logging/results={base.root / 'results'}", "crosscoder/steps=all")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["run", "grokking/crosscoder", "--store", str(base.store_root), "--base", str(node), *JOB,
+                     f"logging/results={base.root / 'results'}", "crosscoder/steps=all"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_job_descends_from_every_checkpoint_and_records_shares_and_metrics(lineage, job):
+    base, node = lineage
+    code, out, err = job
     assert code == 0, err
     final = Node.parse(out.split("node ")[-1].strip())
     with Store(base.store_root) as store:
@@ -241,28 +258,31 @@ def test_the_job_descends_from_every_checkpoint_and_records_shares_and_metrics(l
     assert np.isfinite(values["eval/explained_variance"]) and values["eval/l0"] > 0  # the whole crosscoder's
 
 
-def test_the_fourier_read_out_encodes_every_checkpoint_side_by_side(lineage):
-    """`latent_frequencies` of a crosscoder: each checkpoint's model over every (a, b) pair, at `=`, in the
-    crosscoder's block order; on the validation pairs its latents are the crosscoder's own codes of its cached
-    activations, and the key frequencies are the last checkpoint's."""
+def test_the_fourier_read_out_encodes_every_checkpoint_side_by_side(lineage, job):
+    """`latent_frequencies` of the job's crosscoder (three checkpoints): each checkpoint's model over every (a, b)
+    pair, at `=`, in the crosscoder's block order; on the validation pairs at `=` its latents are the crosscoder's
+    own codes of its cached activations, and the key frequencies are the last checkpoint's."""
     from lenscope.examples.grokking_sae import GrokCrosscoder, grid_latents, key_frequencies, latent_frequencies
 
-    base, node = lineage
-    job = JOB + ["crosscoder/steps=[20,40]", "sae/positions=[2]", f"logging/results={base.root / 'results'}"]
-    final = run_job(GrokCrosscoder, job, base=node, store=base.store_root)
+    base, _ = lineage
+    code, out, err = job
+    assert code == 0, err
+    final = Node.parse(out.split("node ")[-1].strip())
     trainer = GrokCrosscoder([], base=final, store=base.store_root)
     trainer.setup(attach=True)
     try:
         grid = grid_latents(trainer)
         p = grid.shape[0]
         validation = trainer.activations["validation"]
+        at = validation.position == 2  # the rows read at `=` (the job read every position)
+        assert 0 < at.sum() < len(at) and len(trainer.checkpoints) == 3
         model = trainer.model_at(trainer.checkpoints[-1])
         try:
-            tokens = model.data.splits["validation"]["inputs"][validation.example]
+            tokens = model.data.splits["validation"]["inputs"][validation.example[at]]
             keys = key_frequencies(model)
         finally:
             model.cleanup()
-        codes = np.asarray(trainer.dictionaries()[0].encode(jnp.asarray(validation.sites["crosscoder"])))
+        codes = np.asarray(trainer.dictionaries()[0].encode(jnp.asarray(validation.sites["crosscoder"][at])))
         assert grid.shape == (p, p, trainer.spec.d_sae) and codes.any()
         np.testing.assert_allclose(grid[tokens[:, 0], tokens[:, 1]], codes, atol=1e-4)
         found = latent_frequencies(trainer)

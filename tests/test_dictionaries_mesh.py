@@ -11,10 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import TINY
-
-from lenscope import Store, run_job
-from lenscope.examples.grokking import GrokTrainer
 
 sys.path.insert(0, str(Path(__file__).parent / "jobs"))
 import sae_mesh  # noqa: E402
@@ -24,15 +20,13 @@ SAE = ["sae/expansion=2", "sae/k=4", "training/steps=3", "training/batch_size=12
        "logging/validation_interval=0", "logging/checkpoint_interval=0", "sae/dashboards=0", "sae/dead_window=1"]
 
 
-def test_latents_shard_over_model_and_the_loss_is_the_one_device_loss(tmp_path):
-    store = Store(tmp_path / "runs")
-    model = run_job(GrokTrainer, TINY + ["training/steps=10", f"logging/results={tmp_path}/results"], store=store)
-    store.close()
+def test_latents_shard_over_model_and_the_loss_is_the_one_device_loss(trained_copy, tmp_path):
+    model = trained_copy.node  # a trained 20-step grokking run (d_model 32), this test's copy
     config = SAE + [f"logging/results={tmp_path}/results"]
-    single = sae_mesh.steps(str(tmp_path / "runs"), str(model), config)
+    single = sae_mesh.steps(str(trained_copy.store_root), str(model), config)
     mesh = config + ["mesh/shape=[2,4]", "mesh/axes=[data,model]"]
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, str(WORKER), str(tmp_path / "runs"), str(model), json.dumps(mesh)],
+    done = subprocess.run([sys.executable, str(WORKER), str(trained_copy.store_root), str(model), json.dumps(mesh)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     eight = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("REPORT "))[7:])

@@ -123,8 +123,8 @@ def test_dead_latents_are_counted_over_the_window(model):
 
 def test_kill_after_checkpoint_then_resume_with_the_model_as_base_is_bitwise(model, tmp_path):
     root, store, node = model
-    config = SAE + ["training/steps=40", "sae/eval_spliced=false", "logging/validation_interval=0",
-                    f"logging/results={tmp_path}/results"]
+    config = SAE + ["training/steps=20", "logging/checkpoint_interval=5", "sae/eval_spliced=false",
+                    "logging/validation_interval=0", f"logging/results={tmp_path}/results"]
     reference = run_job(GrokSae, config, base=node, store=store)
     want = flat_paths(read_checkpoint(store.checkpoint(reference)))
     url = str(store.root)
@@ -144,14 +144,15 @@ def test_kill_after_checkpoint_then_resume_with_the_model_as_base_is_bitwise(mod
     finally:
         proc.wait(timeout=30)
     # --resume with the model as --base, as the job was started: the killed (stale) run is found and continued
+    # not slowed: the sleep only gives the first run a window to be killed in after its first checkpoint
     resumed = subprocess.run(lenscope_cmd("run", JOB, *config, "--resume", "--base", str(node), "--store", url),
-                             env=env, capture_output=True, text=True, timeout=300)
+                             env={**env, "SLOW_SAE_S": "0"}, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"lenscope: resuming {marked[-1].name}@{marked[-1].nonce}:" in resumed.stderr
     assert "(stale: its job died)" in resumed.stderr
     final = resumed.stdout.strip().splitlines()[-1].split()[1]
     ours = flat_paths(read_checkpoint(store.checkpoint(final)))
-    assert final.endswith(":40") and ours.keys() == want.keys()
+    assert final.endswith(":20") and ours.keys() == want.keys()
     for key in ours:
         np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(want[key]), err_msg=key)
 

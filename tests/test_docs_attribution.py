@@ -8,11 +8,13 @@ from doc_blocks import DOCS, run_doc
 
 def test_attribution_docs_examples_run(tmp_path, capsys):
     run_doc(DOCS / "attribution.md", {"/tmp/lenscope-attribution-demo": str(tmp_path),
-                                      "training/steps=1500": "training/steps=40",
+                                      # no checkpoint analyses (summary, Fourier, attention plots) and no
+                                      # validation passes: nothing below reads them
+                                      "training/steps=1500": 'training/steps=40", "training/analyze=false',
                                       "training/steps=3000": "training/steps=40",
-                                      "logging/validation_interval=500": "logging/validation_interval=40",
+                                      "logging/validation_interval=500": "logging/validation_interval=0",
                                       "logging/checkpoint_interval=1500": "logging/checkpoint_interval=40",
-                                      "logging/validation_interval=1000": "logging/validation_interval=40",
+                                      "logging/validation_interval=1000": "logging/validation_interval=0",
                                       "logging/checkpoint_interval=3000": "logging/checkpoint_interval=40",
                                       "training/steps=2000": "training/steps=80",
                                       "logging/checkpoint_interval=2000": "logging/checkpoint_interval=80"},

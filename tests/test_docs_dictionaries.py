@@ -8,7 +8,11 @@ from doc_blocks import DOCS, run_doc
 
 @pytest.mark.slow  # a whole document: a model, two dictionaries, a two-site transcoder
 def test_dictionaries_docs_examples_run(tmp_path, capsys):
-    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path)}, min_blocks=9)
+    # the two-block model without its checkpoint analyses (summary, Fourier, attention plots): only its MLPs are read
+    run_doc(DOCS / "dictionaries.md", {"/tmp/lenscope-dictionaries-demo": str(tmp_path),
+                                       '"model/n_layers=2", "training/steps=20"':
+                                       '"model/n_layers=2", "training/analyze=false", "training/steps=20"'},
+            min_blocks=9)
     out = capsys.readouterr().out
     assert "(5, 256) 8 (5, 32)\nTrue\n(5, 32)\n" in out
     assert "['W_dec', 'W_enc', 'b_dec', 'b_enc', 'b_mag', 'r_mag', 'threshold'] (32, 128, 256)\n" in out

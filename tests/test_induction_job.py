@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+from pathlib import Path
 
+import equinox as eqx
 import numpy as np
 import pytest
 
-from lenscope import Store
-from lenscope.examples.induction_analyses import InductionTrainer
-from lenscope.examples.induction_scores import position_losses, repeated_halves, repeated_tokens
-from lenscope.runner import run_job
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_runner import run_cli  # noqa: E402
+
+from lenscope import Store  # noqa: E402
+from lenscope.examples.induction_analyses import InductionTrainer  # noqa: E402
+from lenscope.examples.induction_scores import position_losses, repeated_halves, repeated_tokens  # noqa: E402
+from lenscope.runner import run_job  # noqa: E402
 
 pytest.importorskip("tokenizers")
 
@@ -22,6 +26,7 @@ SMALL = ["model/d_model=16", "model/n_heads=2", "model/d_mlp=32", "data/vocab_si
          "training/steps=4", "training/batch_size=4", "logging/validation_interval=2", "logging/checkpoint_interval=4",
          "logging/eval_batches=1", "logging/report_interval=2"]
 HEADS = ["L0H0", "L0H1", "L1H0", "L1H1"]
+FORWARD = eqx.filter_jit(lambda model, rows: model(rows))  # the checkpoint's model on rows: one program, not op by op
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +97,7 @@ def test_recorded_repeated_loss_matches_the_checkpoint(study):
     trainer = InductionTrainer(overrides, base=main, store=root / "runs")
     trainer.setup()
     rows = repeated_tokens(4, 8, trainer.pretrained.config.vocab_size, seed=0)
-    logits = trainer.module(trainer.state.params)(rows)
+    logits = FORWARD(trainer.module(trainer.state.params), rows)
     _, repeated = repeated_halves(position_losses(logits, rows), 8)
     recorded = trainer.store.values(main)["analysis/repeated_tokens/repeated_half"]
     assert float(repeated) == pytest.approx(recorded, rel=1e-5)
@@ -101,41 +106,39 @@ def test_recorded_repeated_loss_matches_the_checkpoint(study):
 
 def test_standalone_analysis_on_the_checkpoint_and_a_changed_corpus(study):
     root, overrides, main = study
-    env_python = [sys.executable, "-m", "lenscope.cli", "run", "induction/heads", "--base", str(main)]
+    heads = ["run", "induction/heads", "--base", str(main), f"store/url={root / 'runs'}"]  # in process: cli_runner
     store = Store(root / "runs")
     tandem = {k: v for k, v in store.values(main).items() if k.startswith("analysis/induction_heads/")}
-    done = subprocess.run([*env_python, f"store/url={root / 'runs'}"], capture_output=True, text=True, cwd=root)
-    assert done.returncode == 0, done.stderr
+    done = run_cli(*heads, cwd=root)
+    assert done.rc == 0, done.err
     assert len(store.artifact_history(main, "induction_heads")) == 2     # the standalone figure: a second version
     standalone = {k: v for k, v in store.values(main).items() if k.startswith("analysis/induction_heads/")}
     assert standalone == tandem and len(tandem) == 2 * len(HEADS) + 4              # the same numbers
     store.close()
     original = (root / "text" / "two.txt").read_text()
     (root / "text" / "two.txt").write_text("omega tau\n" * 30)
-    changed = subprocess.run([*env_python, f"store/url={root / 'runs'}"], capture_output=True, text=True, cwd=root)
-    (root / "text" / "two.txt").write_text(original)                     # the later tests read the model's corpus
-    assert changed.returncode == 2 and "was trained on a corpus with SHA-256" in changed.stderr
+    try:
+        changed = run_cli(*heads, cwd=root)
+    finally:
+        (root / "text" / "two.txt").write_text(original)                 # the later tests read the model's corpus
+    assert changed.rc == 2 and "was trained on a corpus with SHA-256" in changed.err
 
 
 def test_pretrained_and_family_together_are_refused_before_anything_is_written(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "lm/train", "model/family=gpt2",
-                           f"model/pretrained={tmp_path}", "data/text=stdlib", f"store/url={tmp_path / 'runs'}"],
-                          capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 2 and "model/pretrained" in done.stderr and "are both set" in done.stderr
+    done = run_cli("run", "lm/train", "model/family=gpt2", f"model/pretrained={tmp_path}", "data/text=stdlib",
+                   f"store/url={tmp_path / 'runs'}", cwd=tmp_path)
+    assert done.rc == 2 and "model/pretrained" in done.err and "are both set" in done.err
     assert not (tmp_path / "runs").exists()
 
 
 def test_repeated_sequences_longer_than_a_row_are_refused_before_anything_is_written(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "induction/train", "data/seq_len=64",
-                           f"store/url={tmp_path / 'runs'}"], capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 2 and "analysis/repeat_len=64" in done.stderr and "<= 32" in done.stderr
+    done = run_cli("run", "induction/train", "data/seq_len=64", f"store/url={tmp_path / 'runs'}", cwd=tmp_path)
+    assert done.rc == 2 and "analysis/repeat_len=64" in done.err and "<= 32" in done.err
     assert not (tmp_path / "runs").exists()
 
 
 def _without_head(trainer, block: int, head: int):
     """The checkpoint's model with one head's rows of the output projection zeroed: an independent ablation."""
-    import equinox as eqx
-
     model = trainer.module(trainer.state.params)
     kernel = model.blocks[block].attn.out.kernel                    # [heads, d_head, d_model]
     return eqx.tree_at(lambda m: m.blocks[block].attn.out.kernel, model, kernel.at[head].set(0))
@@ -150,7 +153,7 @@ def test_head_ablation_on_the_checkpoint_equals_zeroing_the_heads_weights(study)
     values = trainer.store.values(main)
     rows = repeated_tokens(4, 8, trainer.pretrained.config.vocab_size, seed=0)
     for block, head in ((0, 1), (1, 0)):
-        first, repeated = repeated_halves(position_losses(_without_head(trainer, block, head)(rows), rows), 8)
+        first, repeated = repeated_halves(position_losses(FORWARD(_without_head(trainer, block, head), rows), rows), 8)
         recorded = values[f"analysis/head_ablation/each/L{block}H{head}/advantage"]
         assert float(first - repeated) == pytest.approx(recorded, rel=1e-4, abs=1e-5)
     base = values["analysis/head_ablation/base/advantage"]
@@ -176,7 +179,7 @@ def test_head_patching_restores_nothing_before_the_last_blocks_heads_can_act(stu
     np.testing.assert_allclose(grid[2:, :8], 0, atol=1e-5)
     batch = analysis.analysis_batch()
     clean = np.asarray(batch["inputs"])
-    logits = analysis.module(analysis.state.params)(clean)
+    logits = FORWARD(analysis.module(analysis.state.params), clean)
     assert float(results["clean"]) == pytest.approx(float(repeated_halves(position_losses(logits, clean), 8)[1]),
                                                     rel=1e-5)
     assert (np.asarray(batch["corrupted"])[:, 9:] == clean[:, 9:]).all()     # only copy 1 differs

@@ -18,7 +18,6 @@ import pytest
 from conftest import TINY, lenscope_cmd
 
 from lenscope.examples.grokking import GrokTrainer
-from lenscope.runner import run_job
 from lenscope.store import Node, Store
 from lenscope.training.resume import resume_point
 
@@ -98,12 +97,9 @@ def test_interrupted_training_stops_marks_failed_and_says_how_to_resume(tmp_path
 
 
 @pytest.fixture(scope="module")
-def checkpointed(tmp_path_factory) -> tuple[Path, Node]:
-    """A store with a finished 20-step run (checkpoint at 20)."""
-    root = tmp_path_factory.mktemp("analysis")
-    node = run_job(GrokTrainer, TINY + ["training/steps=20", f"logging/results={root / 'results'}"],
-                   store=root / "runs")
-    return root, node
+def checkpointed(trained_base) -> tuple[Path, Node]:
+    """A store with a finished 20-step run (checkpoint at 20): this module's copy of the worker's trained base."""
+    return trained_base.root, trained_base.node
 
 
 @pytest.mark.parametrize("on_base", [True, False], ids=["on-a-checkpoint", "on-fresh-weights"])

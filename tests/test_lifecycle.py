@@ -15,9 +15,16 @@ from lenscope.store.leases import owner
 
 
 @pytest.fixture
-def finished(tiny, store_root) -> Node:
-    """A done run of 20 steps with checkpoints at 20."""
-    return run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
+def finished(trained_copy, store_root) -> Node:
+    """A done run of 20 steps with checkpoints at 20 (this test's copy of the worker's trained BASE run)."""
+    assert trained_copy.store_root == store_root
+    return trained_copy.node
+
+
+@pytest.fixture
+def base_sources(trained_copy) -> list[str]:
+    """The config `finished` ran with, its results in this test's folder."""
+    return trained_copy.sources
 
 
 def _state(store_root, node) -> tuple[str, str | None]:
@@ -26,8 +33,8 @@ def _state(store_root, node) -> tuple[str, str | None]:
         return record.status, record.error
 
 
-def test_documented_evaluation_pattern_leaves_the_node_done(tiny, store_root, finished):
-    evaluator = GrokTrainer(tiny, base=finished, store=store_root)
+def test_documented_evaluation_pattern_leaves_the_node_done(base_sources, store_root, finished):
+    evaluator = GrokTrainer(base_sources, base=finished, store=store_root)
     evaluator.setup(resume=True)  # takes the lineage: running, leased
     assert _state(store_root, finished) == ("running", None)
     with Store(store_root) as store:
@@ -39,8 +46,8 @@ def test_documented_evaluation_pattern_leaves_the_node_done(tiny, store_root, fi
         assert owner(store, finished.lineage) is None and "validation/loss" in store.values(finished)
 
 
-def test_attach_evaluates_without_touching_status_or_lease(tiny, store_root, finished):
-    evaluator = GrokTrainer(tiny, base=finished, store=store_root)
+def test_attach_evaluates_without_touching_status_or_lease(base_sources, store_root, finished):
+    evaluator = GrokTrainer(base_sources, base=finished, store=store_root)
     evaluator.setup(attach=True)
     with Store(store_root) as store:
         assert store.status(finished) == "done" and owner(store, finished.lineage) is None
@@ -49,10 +56,10 @@ def test_attach_evaluates_without_touching_status_or_lease(tiny, store_root, fin
     assert _state(store_root, finished) == ("done", None)
 
 
-def test_evaluating_a_failed_node_keeps_its_failure(tiny, store_root, finished):
+def test_evaluating_a_failed_node_keeps_its_failure(base_sources, store_root, finished):
     with Store(store_root) as store:
         store.set_status(finished, "failed", error="interrupted")
-    evaluator = GrokTrainer(tiny, base=finished, store=store_root)
+    evaluator = GrokTrainer(base_sources, base=finished, store=store_root)
     evaluator.setup(resume=True)
     evaluator.test("validation")
     evaluator.cleanup()
@@ -82,10 +89,10 @@ def test_manual_lifecycle_ends_done_and_a_raising_one_failed(tiny, store_root):
     assert _state(store_root, failing.node) == ("failed", "RuntimeError('boom')")
 
 
-def test_resume_with_overrides_records_the_config_it_ran_with(tiny, store_root, finished):
-    first = run_job(GrokTrainer, tiny + ["training/steps=30", "optimization/lr=1e-3"], base=finished,
+def test_resume_with_overrides_records_the_config_it_ran_with(base_sources, store_root, finished):
+    first = run_job(GrokTrainer, base_sources + ["training/steps=30", "optimization/lr=1e-3"], base=finished,
                     store=store_root)
-    without_lr = [source for source in tiny if not source.startswith("optimization/lr")]
+    without_lr = [source for source in base_sources if not source.startswith("optimization/lr")]
     second = GrokTrainer(without_lr + ["training/steps=40"], base=first, store=store_root)
     assert second.args.lr == 1e-3  # the first resume's override, read from the node it produced
     run_job(second)
@@ -98,16 +105,18 @@ def test_resume_with_overrides_records_the_config_it_ran_with(tiny, store_root, 
 
 
 def test_recorded_steps_per_s_is_the_one_the_progress_line_shows(tiny, store_root, capsys):
-    node = run_job(GrokTrainer, tiny, store=store_root)
+    node = run_job(GrokTrainer, tiny + ["training/analyze=false"], store=store_root)  # validations at 20 and 40
     lines = re.findall(r"/40 loss=\S+ (\S+) step/s", capsys.readouterr().err)
     with Store(store_root) as store:
         recorded = [store.values(Node(node.name, node.nonce, s))["train/steps_per_s"] for s in (10, 20, 30, 40)]
     assert lines == [f"{rate:.1f}" for rate in recorded]
 
 
-def test_resume_says_why_when_there_is_nothing_to_resume(tiny, store_root, finished, capsys):
-    def resume(*sources: str) -> str:
-        assert main(["run", "grokking/train", *tiny, *sources, "--resume", "--store", str(store_root)]) == 2
+def test_resume_says_why_when_there_is_nothing_to_resume(trained_base_template, store_root, finished, capsys):
+    ran_with = trained_base_template.sources  # the config `finished` ran with, its results folder included
+
+    def resume(*sources: str) -> str:  # refused before anything is written
+        assert main(["run", "grokking/train", *ran_with, *sources, "--resume", "--store", str(store_root)]) == 2
         return capsys.readouterr().err.strip()
 
     assert resume("training/steps=20") == (

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cli_runner import run_cli  # noqa: E402
 from doc_blocks import DOCS  # noqa: E402
-from hf_models import checkpoint, save_tokenizer, text_file, torch_or_skip  # noqa: E402
+from hf_models import hf_config, save_tokenizer, text_file, torch_or_skip  # noqa: E402
 
 from lenscope.cli.main import main  # noqa: E402
 from lenscope.store import Node, Store  # noqa: E402
@@ -23,12 +24,30 @@ torch_or_skip()
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A one-block random GPT-2 with a tokenizer and text, rows of 2 tokens: the programs the commands compile
+    (a patching sweep unrolls each path and position chunk) stay small; nothing here depends on the depth."""
+    torch, transformers = torch_or_skip()
     root = tmp_path_factory.mktemp("lm_cli")
-    _, folder = checkpoint("gpt2")
+    config = hf_config("gpt2")
+    config.n_layer = 1
+    torch.manual_seed(0)
+    folder = root / "gpt2"
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder, safe_serialization=True)
     save_tokenizer(folder)
-    config = [f"model/pretrained={folder}", f"data/text={text_file(root, documents=24)}", "data/seq_len=8",
+    config = [f"model/pretrained={folder}", f"data/text={text_file(root, documents=24)}", "data/seq_len=2",
               "training/batch_size=4", f"logging/results={root / 'results'}"]
     return {"root": root, "config": config, "store": ["--store", str(root / "runs")]}
+
+
+@pytest.fixture(scope="module")
+def base(lm: dict) -> Node:
+    """A one-step lm/train run without validation (BASE_RUN), checkpointed: the `--base` of the analysis tests."""
+    done = run_cli("run", "lm/train", *lm["config"], *BASE_RUN, *lm["store"], cwd=lm["root"])
+    assert done.rc == 0, done.err
+    return done.node
+
+
+BASE_RUN = ["training/steps=1", "logging/validation_interval=0", "logging/checkpoint_interval=1"]
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -83,11 +102,8 @@ def test_a_bad_tandem_name_is_refused_before_anything_is_written(lm: dict, capsy
         assert store.query().select() == []
 
 
-def test_ops_on_a_base_record_values_and_write_json_beside_the_pdf(lm: dict, capsys: pytest.CaptureFixture) -> None:
-    code, out, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=1", "logging/validation_interval=0",
-                         "logging/checkpoint_interval=1", *lm["store"])
-    assert code == 0, err
-    base = last_node(out)
+def test_ops_on_a_base_record_values_and_write_json_beside_the_pdf(lm: dict, base: Node,
+                                                                   capsys: pytest.CaptureFixture) -> None:
     code, out, err = run(capsys, "run", "lm/train", *lm["config"], *lm["store"], "--base", str(base),
                          "--analysis", "activation_patching", "--analysis", "logit_lens")
     assert code == 0, err
@@ -96,11 +112,11 @@ def test_ops_on_a_base_record_values_and_write_json_beside_the_pdf(lm: dict, cap
         artifacts = store.get(base).artifacts
     assert {"activation_patching", "activation_patching.json", "logit_lens.json"} <= set(artifacts)
     assert {"analysis/activation_patching/clean", "analysis/activation_patching/corrupted",
-            "analysis/logit_lens/blocks/1 (output)/kl"} <= set(values)
+            "analysis/logit_lens/blocks/0 (output)/kl"} <= set(values)
     folder = lm["root"] / "results" / base.name / base.nonce / str(base.seq)
     assert (folder / "activation_patching.pdf").is_file()
     numbers = json.loads((folder / "activation_patching.json").read_text())
-    assert len(numbers["positions"]) == 6 and len(numbers["positions"][0]) == 8  # [paths, positions]
+    assert len(numbers["positions"]) == 3 and len(numbers["positions"][0]) == 2  # [paths, positions]
     assert "--keys" in err and "val/accuracy" not in err.split("look", 1)[1]  # this lineage has no validation
 
 
@@ -119,7 +135,7 @@ def test_the_fine_tuning_commands_of_docs_pretrained_run(lm: dict, capsys: pytes
     corpus.mkdir()
     text_file(corpus, documents=24)
     folder = next(c for c in lm["config"] if c.startswith("model/pretrained=")).split("=", 1)[1]
-    small = ["data/seq_len=8", "training/batch_size=4", f"logging/results={tmp_path / 'results'}"]
+    small = ["data/seq_len=2", "training/batch_size=4", f"logging/results={tmp_path / 'results'}"]
     swap = {"model/pretrained=~/models/pythia-160m": f"model/pretrained={folder}",
             "data/text=~/corpus/": f"data/text={corpus}",
             "training/steps=1000": "training/steps=2 logging/validation_interval=2 logging/checkpoint_interval=2"}
@@ -136,13 +152,9 @@ def test_the_fine_tuning_commands_of_docs_pretrained_run(lm: dict, capsys: pytes
         assert {"logit_lens", "activation_patching", "activation_patching.json"} <= set(store.get(node).artifacts)
 
 
-def test_analysis_on_a_base_takes_overrides_that_restate_its_config(lm: dict, capsys: pytest.CaptureFixture) -> None:
-    code, out, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=1", "logging/validation_interval=0",
-                         "logging/checkpoint_interval=1", *lm["store"])
-    assert code == 0, err
-    base = last_node(out)
-    same = ["training/steps=1", "logging/validation_interval=0", "logging/checkpoint_interval=1"]
-    code, _, err = run(capsys, "run", "lm/train", *lm["config"], *same, *lm["store"], "--base", str(base),
+def test_analysis_on_a_base_takes_overrides_that_restate_its_config(lm: dict, base: Node,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    code, _, err = run(capsys, "run", "lm/train", *lm["config"], *BASE_RUN, *lm["store"], "--base", str(base),
                        "--analysis", "weight_spectrum")
     assert code == 0, err  # the training command repeated with --base: nothing it says is ignored
     code, _, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=9", *lm["store"], "--base", str(base),

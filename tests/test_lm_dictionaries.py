@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cli_runner import run_cli  # noqa: E402
 from hf_models import checkpoint, save_tokenizer, text_file, torch_or_skip  # noqa: E402
 
 from lenscope.cli.main import main  # noqa: E402
@@ -24,16 +25,16 @@ TWO = ["sae/sites=[blocks.0.mlp:x,blocks.1.mlp:x]", "sae/targets=[blocks.0.mlp,b
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A two-step lm/train run checkpointed at both steps: its last node is the model, both are the crosscoder's."""
     root = tmp_path_factory.mktemp("lm_dictionaries")
     _, folder = checkpoint("gpt2")
     save_tokenizer(folder)
     config = [f"model/pretrained={folder}", f"data/text={text_file(root, documents=24)}", "data/seq_len=8",
               "training/batch_size=4", f"logging/results={root / 'results'}"]
     store = ["--store", str(root / "runs")]
-    assert main(["run", "lm/train", *config, "training/steps=1", "logging/checkpoint_interval=1", *store]) == 0
-    with Store(root / "runs") as opened:
-        model = opened.query().name("lm.train").select()[-1]["node"]
-    return {"root": root, "config": config, "store": store, "model": Node.parse(str(model))}
+    done = run_cli("run", "lm/train", *config, "training/steps=2", "logging/checkpoint_interval=1", *store, cwd=root)
+    assert done.rc == 0, done.err
+    return {"root": root, "config": config, "store": store, "model": done.node}
 
 
 def run(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -97,10 +98,7 @@ def test_lm_sae_then_transcoders_then_the_graph(lm: dict, capsys: pytest.Capture
 
 
 def test_lm_crosscoder_over_two_checkpoints_of_a_run(lm: dict, capsys: pytest.CaptureFixture) -> None:
-    code, out, err = run(capsys, "run", "lm/train", *lm["config"], "training/steps=2", "logging/checkpoint_interval=1",
-                         *lm["store"])
-    assert code == 0, err
-    model = Node.parse(out.strip().splitlines()[-1].split(" ", 1)[1])
+    model = lm["model"]  # the fixture's run, checkpointed at steps 1 and 2
     small = [a for a in SMALL if not a.startswith("sae/dashboards")]  # crosscoders have no dashboards
     code, out, err = run(capsys, "run", "lm/crosscoder", *lm["store"], "--base", str(model), *small)
     assert code == 0, err

@@ -217,7 +217,10 @@ def test_full_batch_returns_the_whole_split():
 
 
 def train_full_batch(p, fraction, lr, weight_decay, steps, seed=0):
-    """Full-batch AdamW on the grokking data; returns (first loss, last loss, train acc, val acc)."""
+    """Full-batch AdamW on the grokking data; returns (first loss, last loss, train acc, val acc).
+
+    Init, training and both accuracies are one jitted program (one compilation, no op-by-op dispatch).
+    """
     import optax
 
     data = make_splits(p, fraction, seed)
@@ -225,7 +228,6 @@ def train_full_batch(p, fraction, lr, weight_decay, steps, seed=0):
                   for s in (data["train"], data["validation"]))
     model = Transformer(vocab_size=p + 1, seq_len=3, d_model=32, n_heads=4, d_head=8, d_mlp=128,
                         n_layers=1, n_out=p)
-    params = model.init(jax.random.key(seed), train["tokens"][:1])["params"]
     opt = optax.adamw(optax.linear_schedule(0.0, lr, 10), b1=0.9, b2=0.98, weight_decay=weight_decay)
 
     def loss_fn(params):
@@ -238,11 +240,17 @@ def train_full_batch(p, fraction, lr, weight_decay, steps, seed=0):
         updates, opt_state = opt.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 
-    (params, _), losses = jax.jit(lambda s: jax.lax.scan(step, s, None, length=steps))(
-        (params, opt.init(params)))
-    acc = lambda s: float(jnp.mean(  # noqa: E731
-        jnp.argmax(model.apply({"params": params}, s["tokens"])[:, -1], -1) == s["labels"]))
-    return float(losses[0]), float(losses[-1]), acc(train), acc(val)
+    def accuracy(params, split):
+        return jnp.mean(jnp.argmax(model.apply({"params": params}, split["tokens"])[:, -1], -1) == split["labels"])
+
+    @jax.jit
+    def run():
+        params = model.init(jax.random.key(seed), train["tokens"][:1])["params"]
+        (params, _), losses = jax.lax.scan(step, (params, opt.init(params)), None, length=steps)
+        return losses, accuracy(params, train), accuracy(params, val)
+
+    losses, train_acc, val_acc = jax.device_get(run())
+    return float(losses[0]), float(losses[-1]), float(train_acc), float(val_acc)
 
 
 def test_tiny_config_memorizes_in_a_few_dozen_steps():
@@ -253,5 +261,7 @@ def test_tiny_config_memorizes_in_a_few_dozen_steps():
 
 @pytest.mark.slow
 def test_tiny_grok_config_generalizes():
-    _, _, train_acc, val_acc = train_full_batch(23, 0.7, 1e-2, 2.0, steps=1500)
+    # Seed 0 (bench/grokking_sweep.py --configs tiny_grok --chunk 25 --after 200): train acc > 0.99 from step 75,
+    # validation > 0.95 from step 225 and >= 0.975 through step 425.
+    _, _, train_acc, val_acc = train_full_batch(23, 0.7, 1e-2, 2.0, steps=400)
     assert train_acc > 0.99 and val_acc > 0.95

@@ -29,8 +29,9 @@ def _worker(store: str, config: str) -> None:
 
 @pytest.mark.slow
 def test_checkpoints_between_validations_do_not_hang_two_processes(tiny, tmp_path):
-    config = tiny + ["training/batch_size=64", "training/steps=100", "logging/checkpoint_interval=50",
-                     "logging/validation_interval=100", "logging/report_interval=0", "training/analyze=false"]
+    # a checkpoint at step 2, which is no validation step, and one at 4, which is
+    config = tiny + ["training/batch_size=64", "training/steps=4", "logging/checkpoint_interval=2",
+                     "logging/validation_interval=4", "logging/report_interval=0", "training/analyze=false"]
     store_dir = tmp_path / "runs"
     launched = launch(__file__, "_worker", str(store_dir), json.dumps(config), processes=2, timeout=150)
     reports = [json.loads(line[len("REPORT "):]) for r in launched for line in r.out.splitlines()
@@ -38,6 +39,6 @@ def test_checkpoints_between_validations_do_not_hang_two_processes(tiny, tmp_pat
     assert len(reports) == 2 and reports[0] == reports[1]
     store = Store(store_dir)
     trained = store.get(reports[0]["trained"]).node
-    assert trained.seq == 100 and store.status(trained) == "done"
+    assert trained.seq == 4 and store.status(trained) == "done"
     marked = [n.seq for n in store.query().name(trained.name).checkpoint().all()]
-    assert sorted(marked) == [50, 100]
+    assert sorted(marked) == [2, 4]

@@ -78,7 +78,7 @@ def test_reused_sweep_equals_the_whole_forward_sweep_with_less_work(library):
     np.testing.assert_array_equal(by_block, full)
     # also skipping the positions before the patched one and computing only the read position: XLA sums the
     # smaller products in another order, so equal to float32 rounding of the logits
-    program, flops = compiled(lambda: grid(net, True, chunk=2, readout=-1))
+    program, flops = compiled(lambda: grid(net, True, chunk=3, readout=-1))
     by_position = program()
     assert by_position.dtype == full.dtype
     np.testing.assert_allclose(by_position, full, rtol=0, atol=2e-6 * float(jnp.max(jnp.abs(full))))
@@ -178,9 +178,10 @@ def test_the_pretrained_decoder_offers_the_block_structure(family):
     net = Decoder(cfg, key=jax.random.PRNGKey(2))
     assert staged(net) is net and net.staged_on(BAD) and not net.staged_on(BAD, jnp.ones_like(BAD))
     full = jax.jit(lambda: grid(net, False))()
-    np.testing.assert_array_equal(jax.jit(lambda: grid(net, True))(), full)
+    by_block, block_flops = compiled(lambda: grid(net, True))  # compiled once: its values and its count
+    np.testing.assert_array_equal(by_block(), full)
     # the positions before a chunk's first from the unpatched run's keys and values (its KV cache), the
     # later ones and the read position computed: equal to float32 rounding (the cache's zero slots are masked)
-    program, flops = compiled(lambda: grid(net, True, chunk=2, readout=-1))
+    program, flops = compiled(lambda: grid(net, True, chunk=3, readout=-1))
     np.testing.assert_allclose(program(), full, rtol=0, atol=2e-6 * float(jnp.max(jnp.abs(full))))
-    assert flops < compiled(lambda: grid(net, True))[1]  # XLA's count: fewer operations than from the block
+    assert flops < block_flops  # XLA's count: fewer operations than from the block

@@ -51,7 +51,8 @@ def test_the_buckets_are_powers_of_two_within_the_position_limit() -> None:
 def test_lengths_in_one_bucket_share_one_program_and_equal_the_unpadded(models) -> None:
     model, exact = models
     four = np.concatenate([IDS, IDS[:1] + 1])
-    inputs = [batch[:, :length] for length in (5, 7, 11, 16) for batch in (IDS, four)]  # 3 or 4 rows: one bucket
+    # 3 or 4 rows, 5 to 16 long: one bucket (each length once, each batch size twice)
+    inputs = [batch[:, :length] for length, batch in zip((5, 7, 11, 16), (IDS, four, IDS, four))]
     wanted = [exact(ids) for ids in inputs]  # exact shapes: their own programs, compiled before the count
     model(IDS[:, :5])
     before = compiled_count(module._forward)
@@ -93,5 +94,6 @@ def test_text_and_greedy_generation_equal_the_unpadded(models) -> None:
     texts = ["w1 w2 w3 w4", "w5 w6"]
     close(model(texts), exact(texts))
     assert model.generate(texts, max_new_tokens=5) == exact.generate(texts, max_new_tokens=5)
-    np.testing.assert_array_equal(model.generate(IDS[:1, :9], max_new_tokens=4, stop_at_eos=False),
-                                  exact.generate(IDS[:1, :9], max_new_tokens=4, stop_at_eos=False))
+    # ids in: padded, the texts' program (the same bucket and count); at the exact shape, its own
+    np.testing.assert_array_equal(model.generate(IDS[:2, :9], max_new_tokens=5, stop_at_eos=False),
+                                  exact.generate(IDS[:2, :9], max_new_tokens=5, stop_at_eos=False))

@@ -70,14 +70,17 @@ def test_captured_values_equal_a_numpy_recomputation(model: Decoder) -> None:
 
 
 def test_patching_one_heads_result_is_zeroing_its_z(model: Decoder) -> None:
-    clean, _ = run(model, [], {"blocks/0/hook_resid_pre": lambda x: x})
-    no_result, _ = run(model, [], {"blocks.1.attn.hook_result": lambda r: r.at[:, :, 2].set(0.0)})
-    no_z, _ = run(model, [], {"blocks.1.attn.hook_z": lambda z: z.at[:, :, 2].set(0.0)})
+    forward = lambda x: model(x)  # noqa: E731
+    patches = [{"blocks/0/hook_resid_pre": lambda x: x},
+               {"blocks.1.attn.hook_result": lambda r: r.at[:, :, 2].set(0.0)},
+               {"blocks.1.attn.hook_z": lambda z: z.at[:, :, 2].set(0.0)},
+               {"blocks.1.attn.hook_result": lambda r: r * 1.0}]  # read back: the sum of heads
+    clean, no_result, no_z, unchanged = jax.jit(  # the four runs in one program (one compilation)
+        lambda t: [patched(forward, (t,), patch, backend=BACKEND) for patch in patches])(IDS)
     gap = float(jnp.abs(no_result - no_z).max())
     print(f"hook_result head 2 zeroed vs hook_z head 2 zeroed: max abs diff {gap:.1e}")
     np.testing.assert_allclose(no_result, no_z, atol=1e-5, rtol=0)
     assert float(jnp.abs(no_result - clean).max()) > 1e-2
-    unchanged, _ = run(model, [], {"blocks.1.attn.hook_result": lambda r: r * 1.0})  # read back: the sum of heads
     np.testing.assert_allclose(unchanged, clean, atol=1e-5, rtol=0)
 
 
@@ -85,15 +88,24 @@ def test_patching_one_heads_input_changes_that_head_only(model: Decoder) -> None
     other = jnp.asarray(np.random.default_rng(2).normal(0, 1, (2, 6, 32)), jnp.float32)
     one_head = {"blocks/1/hook_attn_in": lambda x: x.at[:, :, 2].set(other)}
     names = ["blocks/1/attn/hook_q", "blocks/1/attn/hook_z"]
-    _, clean = run(model, names)
-    _, changed = run(model, names, one_head)
+    forward = lambda x: model(x)  # noqa: E731
+    every_head = {"blocks/1/hook_attn_in": lambda x: jnp.broadcast_to(other[:, :, None], x.shape)}
+
+    @jax.jit
+    def runs(t: jax.Array) -> tuple:  # every run below in one program (one compilation)
+        clean = record(forward, (t,), names, backend=BACKEND)[1]
+        changed = record(forward, (t,), names, one_head, backend=BACKEND)[1]
+        every = patched(forward, (t,), every_head, backend=BACKEND)
+        ln1_input = patched(forward, (t,), {"blocks/1/ln1": lambda inputs: inputs.replace(x=other)}, on="inputs",
+                            backend=BACKEND)
+        return clean, changed, every, ln1_input
+
+    clean, changed, every, ln1_input = runs(IDS)
     for name in names:
         assert float(jnp.abs(changed[name][:, :, 2] - clean[name][:, :, 2]).max()) > 1e-2, name
         rest = [0, 1, 3]
         np.testing.assert_allclose(changed[name][:, :, rest], clean[name][:, :, rest], atol=1e-5, rtol=0)
     # every head's copy replaced: the attention reads `other`, the residual stream still adds to its own input
-    every, _ = run(model, [], {"blocks/1/hook_attn_in": lambda x: jnp.broadcast_to(other[:, :, None], x.shape)})
-    ln1_input, _ = run(model, [], {"blocks/1/ln1": lambda inputs: inputs.replace(x=other)}, on="inputs")
     np.testing.assert_allclose(every, ln1_input, atol=1e-5, rtol=0)
 
 
@@ -153,4 +165,4 @@ def test_patching_attn_in_while_generating_with_grouped_heads_is_refused(model: 
     step = lambda t: model.step(t, mask, positions, caches, 0)  # noqa: E731  one prompt pass of generation
     copy = {"blocks/1/hook_attn_in": lambda x: x * 1.0}
     with pytest.raises(UsageError, match="attn_in was patched while generating.*2 key/value heads.*hook_resid_pre"):
-        patched(step, (IDS,), copy, on="output", backend=BACKEND)
+        jax.eval_shape(lambda t: patched(step, (t,), copy, on="output", backend=BACKEND), IDS)  # traced, not run

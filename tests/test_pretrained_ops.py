@@ -1,7 +1,8 @@
 """Every built-in op with its default paths on a tiny checkpoint of every decoder family (lm/eval's state).
 
 The patching ops run the decoder in pieces (prefix reuse with a key/value cache, packed sweeps); each op's
-default filter (`blocks/*`, `**/attn`, `**/mlp`, `**/attn/out`) must reach every family as it is.
+default filter (`blocks/*`, `**/attn`, `**/mlp`, `**/attn/out`) must reach every family as it is. Rows of 2 tokens:
+a position sweep unrolls one program per position chunk, and the second position still reuses the first's prefix.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def test_the_structures_are_families() -> None:
 def test_every_builtin_op_runs_with_its_defaults(family: str, tmp_path: Path) -> None:
     folder = one_block(family)
     corpus = text_file(tmp_path, documents=12)
-    trainer = LmEval([f"model/pretrained={folder}", f"data/text={corpus}", "data/seq_len=4",
+    trainer = LmEval([f"model/pretrained={folder}", f"data/text={corpus}", "data/seq_len=2",
                       "training/batch_size=2", f"logging/results={tmp_path / 'results'}"],
                      store=Store(tmp_path / "runs"))
     trainer.setup()
@@ -74,7 +75,7 @@ def test_every_builtin_op_runs_with_its_defaults(family: str, tmp_path: Path) ->
             assert leaves, name
             assert all(np.isfinite(x).all() for x in leaves if x.dtype.kind == "f"), name
         patching = lenscope.ops.activation_patching(trainer).results
-        assert patching["positions"].shape == (3, 4)  # the block, its attn and its mlp, x 4 positions
+        assert patching["positions"].shape == (3, 2)  # the block, its attn and its mlp, x 2 positions
         assert patching["heads"].shape == (1, 4)  # attn/out: 4 heads
     finally:
         trainer.cleanup()

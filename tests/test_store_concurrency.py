@@ -15,7 +15,7 @@ from store_fixtures import backend, store, store_url, worker_content  # noqa: F4
 from lenscope.store import Store
 
 FIXTURES = str(Path(__file__).with_name("store_fixtures.py"))
-WORKERS, WRITES = 4, 250
+WORKERS, WRITES = 4, 100
 
 
 def test_four_processes_lose_and_duplicate_nothing(store, store_url, tmp_path):

@@ -20,11 +20,12 @@ from lenscope.sweeps.study import _retry_callback
 optuna = pytest.importorskip("optuna", reason="sweeps need Optuna: pip install -e '.[sweep]'")
 pytestmark = pytest.mark.slow
 
-SOURCES = ["training/steps=200", "logging/validation_interval=50", "logging/checkpoint_interval=0",
+SOURCES = ["training/steps=20", "logging/validation_interval=10", "logging/checkpoint_interval=0",
            "training/analyze=false"]
 
-# The first worker's trials sleep before each batch ($SLOW_XOR_S), so trial 1 runs for 10 s or more however loaded the
-# machine: the poll below cannot miss it, and the worker is killed inside it, not between trials.
+# From a worker process's second trial on, each batch sleeps first ($SLOW_XOR_S): the first worker's trial 0 runs at
+# full speed, its trial 1 for 20 s or more however loaded the machine, so the poll below cannot miss it and the
+# worker is killed inside it, not between trials. (The job module is imported once per process.)
 SLOW = '''
 
 import os as _os
@@ -32,8 +33,15 @@ import time as _time
 
 
 class SlowXor(Xor):
+    started = 0
+
+    def on_train_start(self):
+        SlowXor.started += 1
+        return super().on_train_start()
+
     def batch(self, split, index=0):
-        _time.sleep(float(_os.environ.get("SLOW_XOR_S", "0")))
+        if SlowXor.started > 1:
+            _time.sleep(float(_os.environ.get("SLOW_XOR_S", "0")))
         return super().batch(split, index)
 '''
 
@@ -43,14 +51,14 @@ def _wait_for(predicate, what: str, timeout: float = 300.0) -> None:
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
 def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
     (tmp_path / "xor.py").write_text(XOR_JOB + SLOW)
     root = tmp_path / "runs"
     spec = SweepSpec(job=f"{tmp_path / 'xor.py'}:SlowXor", sources=SOURCES, params=["optimization/lr=uniform:0.01:0.1"],
-                     objective="val/loss:min", sampler="random", pruner="none", trials=3)
+                     objective="val/loss:min", sampler="random", pruner="none", trials=2)
     with Store(root) as store:
         create(store, spec, "s")
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "LENSCOPE_SWEEP_HEARTBEAT_S": "1"}  # a dead trial found in 3 s
@@ -60,7 +68,7 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
         with Store(root) as store:
             return {t.number: t.state.name for t in load(store, "s")[0].trials}
 
-    first = subprocess.Popen(command, env={**env, "SLOW_XOR_S": "0.05"}, stdout=subprocess.DEVNULL,
+    first = subprocess.Popen(command, env={**env, "SLOW_XOR_S": "1"}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: states().get(0) == "COMPLETE" and states().get(1) == "RUNNING", "trial 1 to begin")
@@ -74,7 +82,7 @@ def test_a_killed_workers_trial_is_failed_and_run_again(tmp_path: Path) -> None:
         study, _ = load(store, "s")
         trials = {t.number: t for t in study.trials}
     complete = [t for t in trials.values() if t.state.name == "COMPLETE"]
-    assert trials[1].state.name == "FAIL" and len(complete) == 3       # the budget: 3 complete, the lost one again
+    assert trials[1].state.name == "FAIL" and len(complete) == 2       # the budget: 2 complete, the lost one again
     retried_from = _retry_callback(optuna).retried_trial_number
     retried = [t for t in complete if retried_from(t) == 1]
     assert len(retried) == 1 and retried[0].params == trials[1].params

@@ -22,6 +22,7 @@ import pathlib, sys, time
 from lenscope.store import Store
 from lenscope.sweeps import SweepSpec, create
 url, go, name = sys.argv[1:4]
+pathlib.Path(f"{go}.ready.{name}").touch()  # lenscope imported: waiting on the go-file
 while not pathlib.Path(go).exists():
     time.sleep(0.005)
 with Store(url) as store:
@@ -37,7 +38,10 @@ def _start_together(url: str, tmp_path: Path) -> list[subprocess.CompletedProces
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, url, str(go), f"s{i}"], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(WORKERS)]
-    time.sleep(3.0)  # every interpreter has imported lenscope and is waiting on the go-file
+    deadline = time.monotonic() + 120
+    while not all(Path(f"{go}.ready.s{i}").exists() for i in range(WORKERS)):  # every interpreter is waiting
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "workers failed to start"
+        time.sleep(0.02)
     go.touch()
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=180), *p.communicate()) for p in procs]
 

@@ -173,11 +173,14 @@ def test_a_batch_that_does_not_match_the_schema_fails_before_anything_is_written
     assert trainer.store.artifact_names(trainer.node) == []
 
 
-def _peaks(tmp_path: Path, batches: int) -> tuple[int, int, int]:
-    """Peak Python memory of streaming `batches` batches of 1024 rows to Parquet and of a whole run; file size."""
-    examples = 1024 * batches
-    analysis = HiddenTable(wide(tmp_path / str(examples), f"data/examples={examples}", "training/batch_size=1024"),
-                           store=tmp_path / "runs")
+ROWS = 512  # rows per batch: Python memory per batch is what streaming must not multiply
+
+
+def _peaks(tmp_path: Path, batches: int, rows_per_batch: int = ROWS) -> tuple[int, int, int]:
+    """Peak Python memory of streaming `batches` batches of ROWS rows to Parquet and of a whole run; file size."""
+    examples = rows_per_batch * batches
+    analysis = HiddenTable(wide(tmp_path / str(examples), f"data/examples={examples}",
+                                f"training/batch_size={rows_per_batch}"), store=tmp_path / "runs")
     analysis.setup()
     analysis.compute(analysis.batch("validation", 0))  # compile outside the measurement
 
@@ -191,8 +194,8 @@ def _peaks(tmp_path: Path, batches: int) -> tuple[int, int, int]:
         tracemalloc.start()
         try:
             if run == "stream":
-                dataset = build_dataset(rows, parse_schema(HiddenTable.SCHEMA), writer_batch_size=1024)
-                size = write_parquet(dataset, tmp_path / f"{examples}.parquet", 1024).stat().st_size
+                dataset = build_dataset(rows, parse_schema(HiddenTable.SCHEMA), writer_batch_size=rows_per_batch)
+                size = write_parquet(dataset, tmp_path / f"{examples}.parquet", rows_per_batch).stat().st_size
             else:
                 dataset = analysis.run()
             peaks.append(tracemalloc.get_traced_memory()[1])
@@ -205,13 +208,13 @@ def _peaks(tmp_path: Path, batches: int) -> tuple[int, int, int]:
 
 @pytest.mark.slow
 def test_memory_stays_bounded_by_one_batch_as_the_split_grows(tmp_path):
-    _peaks(tmp_path / "warm", 1)  # first-use imports and caches
+    _peaks(tmp_path / "warm", 1, rows_per_batch=64)  # first-use imports and caches
     small_stream, small_run, _ = _peaks(tmp_path, 2)
-    big_stream, big_run, big_file = _peaks(tmp_path, 20)
-    table_bytes = 1024 * 20 * (16 + 1 + 1 + 2) * 4  # the 10x table's raw values
-    # Streaming rows to Parquet holds a few batches whatever the split size (10x the rows here; Arrow keeps a
-    # small record per written batch, not its rows): holding the 18 extra batches would add 0.9 * table_bytes;
-    # measured growth is 0.08-0.13 * table_bytes (the upper end in a worker that ran other files first) ...
+    big_stream, big_run, big_file = _peaks(tmp_path, 12)
+    table_bytes = ROWS * 12 * (16 + 1 + 1 + 2) * 4  # the 6x table's raw values
+    # Streaming rows to Parquet holds a few batches whatever the split size (6x the rows here; Arrow keeps a
+    # small record per written batch, not its rows): holding the 10 extra batches would add 0.83 * table_bytes;
+    # measured growth is about 0.14 * table_bytes (0.08-0.13 with 1024-row batches: Arrow's per-batch record) ...
     assert big_stream - small_stream < table_bytes / 4, (small_stream, big_stream, table_bytes)
     # ... and a whole run adds only the finished file's bytes, read once to store them on the node.
     assert big_run - small_run < big_file + table_bytes / 10, (small_run, big_run, big_file)

@@ -29,8 +29,9 @@ class Sensitive(AnalysisBase[GrokConfig, Transformer], GrokTrainer):
 def test_tandem_json_is_identical_to_the_standalone_run_on_that_checkpoint(tiny, store_root, tmp_path):
     """Tandem and standalone compile with the same XLA options (they differed in the last digits)."""
     watched = type("Watched", (GrokTrainer,), {"ANALYSIS": (Sensitive,)})
-    node = run_job(watched, tiny, store=store_root)
+    node = run_job(watched, tiny + ["training/steps=20"], store=store_root)  # validations (and analyses) at 20
     at_20 = Node(node.name, node.nonce, 20)
+    assert node == at_20
     other = tmp_path / "standalone"
     assert run_job(Sensitive(tiny + [f"logging/results={other}"], base=at_20, store=store_root)) == at_20
     store = Store(store_root)

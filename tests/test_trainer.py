@@ -83,11 +83,11 @@ def test_negative_interval_is_refused_before_anything_is_written(tiny, store_roo
     assert not store_root.exists()
 
 
-def test_resume_attaches_to_base_and_continues(tiny, store_root):
-    first = run_job(GrokTrainer, tiny + ["training/steps=20"], store=store_root)
-    resumed = run_job(GrokTrainer, tiny + ["training/steps=40"], base=str(first), store=store_root)
+def test_resume_attaches_to_base_and_continues(store_root, trained_copy):
+    first, sources = trained_copy.node, trained_copy.sources  # a 20-step run in store_root, and its config
+    resumed = run_job(GrokTrainer, sources + ["training/steps=40"], base=str(first), store=store_root)
     assert (resumed.name, resumed.nonce, resumed.seq) == (first.name, first.nonce, 40)
-    straight = run_job(GrokTrainer, tiny, store=store_root)
+    straight = run_job(GrokTrainer, sources + ["training/steps=40"], store=store_root)
     store = Store(store_root)
     a = flat_paths(read_checkpoint(store.checkpoint(resumed))["params"])
     b = flat_paths(read_checkpoint(store.checkpoint(straight))["params"])

@@ -22,6 +22,8 @@ from lenscope.store.config_keys import flatten
 need_browser()
 pytest.importorskip("tokenizers")
 
+from playwright.sync_api import expect  # noqa: E402  (after the skip: Playwright may be missing)
+
 WIDE = 1400  # the viewport of the compare view's check: no page-level horizontal scroll
 SWEEP = {"sweep/study": "lr-search", "sweep/trial": 0, "sweep/state": "complete", "sweep/objective": 0.5}
 MIB = 1 << 20
@@ -144,7 +146,7 @@ def test_a_node_holding_6_mib_tables_folds_them_and_every_page_stays_light(page,
     page.locator(f"section.artifact[id='artifact-{cache}'] summary").click()
     shoot(page, tmp_path / "node-folded-tables.png")
     page.locator(f"section.artifact[id='artifact-{cache}'] a", has_text="preview its rows").click()
-    assert page.locator("table.data tbody tr").count() == 50
+    expect(page.locator("table.data tbody tr")).to_have_count(50)  # waits for the page the click opened
     page.goto(f"{server}run/{lm}")  # its flip-book: the tandem ablation's bars, labelled (test_plots measures them)
     page.wait_for_function("() => Array.from(document.querySelectorAll('.flipbook img.figure'))"
                            ".every(e => e.complete && e.naturalWidth > 0)")

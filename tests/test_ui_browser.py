@@ -17,9 +17,10 @@ need_browser()
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A 40-step grokking run with tandem figures every 10 steps, plus a Parquet table on its last node."""
+    """A 40-step grokking run (values every 10 steps) with tandem figures at its two validations (20 and 40), plus a
+    Parquet table on its last node."""
     root = tmp_path_factory.mktemp("ui_browser")
-    sources = TINY + ["logging/validation_interval=10", f"logging/results={root / 'results'}"]
+    sources = TINY + [f"logging/results={root / 'results'}"]
     node = run_job("grokking/train", sources, store=root / "runs")
     run_analyses("grokking/train", ["grokking/probe_acts"], sources, base=node, store=root / "runs")
     return root, node
@@ -46,9 +47,9 @@ def test_run_page_draws_curves_and_the_flipbook_slider_moves(page, server, train
     assert loss.count() == 1 and len(loss.get_attribute("d").split(" L")) >= 4  # a point every 10 steps
     book = page.locator(".flipbook", has_text="attention")
     image, slider = book.locator("img.figure"), book.locator("input.slider")
-    assert slider.get_attribute("max") == "3" and "step 40" in book.inner_text()
+    assert slider.get_attribute("max") == "1" and "step 40" in book.inner_text()  # a frame per validation
     before, after = flip_to_first(page, book)
-    assert after != before and "%3A10/" in after and "step 10" in book.inner_text()
+    assert after != before and "%3A20/" in after and "step 20" in book.inner_text()
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle())
     svg = page.locator("figure.chart svg").first
     svg.scroll_into_view_if_needed()
@@ -78,8 +79,10 @@ def test_node_page_shows_json_figures_and_a_paged_parquet_preview(page, server, 
 
 def test_a_running_lineage_refreshes_by_itself(page, server, trained):
     root, node = trained
+    page.clock.install()  # the page's own timers on a fake clock: its 3 s poll is run at once, not waited for
     page.goto(f"{server}run/{node.name}@{node.nonce}")
     assert page.locator("#live").is_visible()
     with Store(root / "runs") as store:
         store.record(node, {"live/probe": 1.0})
+    page.clock.run_for(3_500)  # one poll interval: the page asks the server and refreshes
     page.locator("main label", has_text="live/probe").wait_for(state="attached", timeout=15_000)

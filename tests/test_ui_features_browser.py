@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from browser import flip_to_first, need_browser, shoot
-from conftest import TINY
 
 from lenscope.runner import run_job
 from lenscope.store import Store
@@ -15,13 +14,14 @@ need_browser()
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A grokking model and a TopK SAE on its MLP output with dashboards of 8 latents, validated twice."""
-    root = tmp_path_factory.mktemp("ui_features")
-    model = run_job("grokking/train", TINY + [f"logging/results={root}/results"], store=root / "runs")
+def trained(trained_base):
+    """The worker's grokking model (this module's copy) and a TopK SAE on its MLP output with dashboards of 8
+    latents, validated twice."""
+    root = trained_base.root
     sae = run_job("grokking/sae", ["sae/expansion=2", "sae/k=4", "training/steps=20", "training/batch_size=128",
                                    "optimization/lr=3e-3", "logging/validation_interval=10", "sae/dashboards=8",
-                                   f"logging/results={root}/results"], base=model, store=root / "runs")
+                                   f"logging/results={root}/results"], base=trained_base.node,
+                  store=trained_base.store_root)
     return root, sae
 
 
