@@ -65,14 +65,14 @@ def corpus(folder: Path) -> Path:
     return path
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall s, CPU s) of one whole child process; its output shown only when it fails."""
+def timed(command: list[str], env: dict[str, str], last: str) -> tuple[float, float]:
+    """(wall s, CPU s) of one whole child process, which must end its output with `last`; shown when it fails."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode:
+    if done.returncode or not done.stdout.rstrip().endswith(last):
         sys.exit(f"{' '.join(command[:4])} ... failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -86,14 +86,14 @@ def lenscope_run(args: argparse.Namespace, text: Path, store: Path, cache: Path)
                f"data/seq_len={args.seq}", f"training/batch_size={args.batch}", f"training/steps={args.steps}",
                "logging/validation_interval=0", "logging/checkpoint_interval=0", "training/analyze=false",
                f"logging/results={store.parent / 'results'}"]
-    return timed(command, env)
+    return timed(command, env, f":{args.steps}")  # the job prints its last node, `node NAME@NONCE:STEP`
 
 
 def plain_run(args: argparse.Namespace) -> tuple[float, float]:
     """The plain Equinox + Optax loop, a fresh process."""
     env = {k: v for k, v in os.environ.items() if k != "LENSCOPE_COMPILE_CACHE"}
     shape = (args.layers, args.d_model, args.heads, args.vocab, args.batch, args.seq, args.steps)
-    return timed([sys.executable, "-c", PLAIN, *map(str, shape)], env)
+    return timed([sys.executable, "-c", PLAIN, *map(str, shape)], env, "")
 
 
 def load() -> str:
