@@ -5,7 +5,6 @@ one-device run's."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent / "jobs"))
 import sae_mesh  # noqa: E402
+from multiproc import cpu_env  # noqa: E402
 
 WORKER = Path(__file__).parent / "jobs" / "sae_mesh.py"
 SAE = ["sae/expansion=2", "sae/k=4", "training/steps=3", "training/batch_size=128", "optimization/lr=3e-3",
@@ -25,7 +25,7 @@ def test_latents_shard_over_model_and_the_loss_is_the_one_device_loss(trained_co
     config = SAE + [f"logging/results={tmp_path}/results"]
     single = sae_mesh.steps(str(trained_copy.store_root), str(model), config)
     mesh = config + ["mesh/shape=[2,4]", "mesh/axes=[data,model]"]
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = cpu_env(8)
     done = subprocess.run([sys.executable, str(WORKER), str(trained_copy.store_root), str(model), json.dumps(mesh)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

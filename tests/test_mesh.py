@@ -9,7 +9,6 @@ restores all three checkpoints onto other meshes and analyzes them; this process
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from lenscope.training.rules import parse_rules
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "jobs"))
 import mesh_jobs  # noqa: E402
-from multiproc import SRC, launch  # noqa: E402
+from multiproc import cpu_env, launch  # noqa: E402
 
 JOBS = Path(__file__).parent / "jobs" / "mesh_jobs.py"
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -50,8 +49,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     multi = [_report(r.out) for r in launch(JOBS, "processes", store, str(root / "multi"), processes=2,
                                             devices_per_process=4, timeout=240)]
 
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = cpu_env(8)
     done = subprocess.run([sys.executable, str(JOBS), "eight_devices", store, str(root / "eight"), single["node"],
                            multi[0]["train"]["node"]], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-8000:]
@@ -163,8 +161,7 @@ def test_rules_check_rank_and_divisibility_strictly_and_the_defaults_fall_back_t
 
 
 def test_run_distributed_without_a_cluster_says_so_and_writes_nothing(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = cpu_env()
     env.pop("JAX_COORDINATOR_ADDRESS", None)
     done = subprocess.run([sys.executable, "-m", "lenscope.cli", "run", "--distributed", "grokking/train",
                            f"store/url={tmp_path / 'runs'}"], env=env, capture_output=True, text=True, timeout=120)

@@ -5,7 +5,6 @@ checkpoint straight into the parameters' shardings (the 8-device side in a subpr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, text_file  # noqa: E402
-from multiproc import SRC  # noqa: E402
+from multiproc import cpu_env  # noqa: E402
 
 from lenscope import Store, run_job  # noqa: E402
 from lenscope.errors import ConfigError  # noqa: E402
@@ -88,8 +87,7 @@ def test_lm_job_on_a_mesh_reads_the_checkpoint_into_the_parameter_shardings(tmp_
     _, folder = checkpoint("llama")
     save_tokenizer(folder)
     corpus = text_file(tmp_path)
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = cpu_env(8)
     done = subprocess.run([sys.executable, "-c", SHARDED_JOB, str(folder), str(corpus), str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-6000:]

@@ -4,7 +4,6 @@ logits equal to the single-device load. The 8-device side runs in a subprocess (
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import VOCAB, checkpoint, torch_or_skip  # noqa: E402
-from multiproc import SRC  # noqa: E402
+from multiproc import cpu_env  # noqa: E402
 
 from lenscope.models import from_pretrained  # noqa: E402
 
@@ -42,8 +41,7 @@ def test_llama_loads_sharded_on_a_4x2_mesh() -> None:
     _, folder = checkpoint("llama")
     ids = np.random.default_rng(1).integers(3, VOCAB, (2, 8))
     single = np.asarray(from_pretrained(folder)(ids))
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = cpu_env(8)
     done = subprocess.run([sys.executable, "-c", SHARDED, str(folder), json.dumps(ids.tolist())], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-6000:]
