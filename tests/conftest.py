@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -41,6 +42,10 @@ os.environ.setdefault("XLA_FLAGS", xla_flags(1))
 # switch) the suite compiles about a seventh faster. Subprocesses inherit it; `JAX_DISABLE_MOST_OPTIMIZATIONS=0`
 # runs the suite on fully optimized programs.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+# Tracing makes many short-lived Python objects: collecting the youngest generation every 50,000 allocations instead
+# of every 700 makes the in-process tests about a tenth faster. The leak tests call gc.collect() before they measure.
+gc.set_threshold(50_000, 20, 20)
 
 # One persistent compilation cache for the whole test session (every store, subprocess and xdist worker, which
 # inherit the environment): the same tiny programs compile once, not once per fresh store. Tests of the cache

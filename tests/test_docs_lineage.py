@@ -17,4 +17,14 @@ def test_lineage_docs_examples_run(tmp_path, capsys):
     kept, tracks = namespace["kept"], namespace["tracks"]
     assert 0 < len(kept) < 128 and all(s >= 0.7 for t in kept for s in t.similarity)
     born = len(tracks) - 128  # tracks beyond the 128 of step 40 start at step 60
-    assert out.rstrip().endswith(f"{len(kept)} {born}") and len(kept) + born == 128  # each latent of 60 on one track
+    assert f"\n{len(kept)} {born}\n" in out and len(kept) + born == 128  # each latent of 60 on one track
+    # the op feature_tracks: the same tracks from the store, as a table and values on step 60's node
+    assert out.rstrip().endswith(f"True {born} [40, 60]")
+    table = namespace["table"]
+    assert len(table) == sum(len(t.latents) for t in tracks)
+    alive = {(row["track"], row["step"]): row for row in table}
+    for index, track in enumerate(tracks):
+        for step, latent in track.latents.items():
+            row = alive[(index, step)]
+            assert row["latent"] == latent and row["birth"] == track.birth
+            assert row["death"] == (-1 if track.death is None else track.death)

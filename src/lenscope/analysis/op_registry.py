@@ -20,6 +20,7 @@ _OPS: dict[str, type | str] = {
     "concept_direction": "lenscope.analysis.builtin.concept:ConceptDirection",
     "extract_top_features": "lenscope.attribution.pipeline:ExtractTopFeatures",
     "feature_intervention_forward": "lenscope.attribution.pipeline:FeatureInterventionForward",
+    "feature_tracks": "lenscope.attribution.tracks_op:FeatureTracks",
     "graph_node_influence": "lenscope.attribution.pipeline:GraphNodeInfluence",
     "logit_lens": "lenscope.analysis.builtin.logit_lens:LogitLens",
     "steering": "lenscope.analysis.builtin.steering:Steering",
