@@ -25,7 +25,7 @@ BUILTINS = ["ablation", "activation_patching", "activation_stats", "attention_pa
             "concept_direction", "logit_lens", "steering", "weight_spectrum"]
 # built in too, but they need transcoders or graphs: not run on the plain grokking model
 ATTRIBUTION = ["compare_attribution_graphs", "compute_attribution_graph", "extract_top_features",
-               "feature_intervention_forward", "graph_node_influence"]
+               "feature_intervention_forward", "feature_tracks", "graph_node_influence"]
 
 
 @pytest.fixture(scope="module")
