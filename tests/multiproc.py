@@ -35,10 +35,10 @@ def xla_flags(devices: int = 1) -> str:
     return f"--xla_force_host_platform_device_count={devices} {FAST_COMPILE}"
 
 
-def cpu_env(devices: int = 1, **extra: str) -> dict[str, str]:
+def cpu_env(devices: int = 1) -> dict[str, str]:
     """The environment of a test subprocess: this one's, on `devices` CPU devices, importing this checkout's src."""
     return {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags(devices),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])), **extra}
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import UsageError, hint
 from ..store import Node, Store
 from .compare import COLUMNS, Correspondence, compare_graphs, latent_correspondence, summary
-from .ops import TableOp
+from .ops import SummaryTableOp
 from .sources import load_transcoders
 
 MATCHES = ("auto", "decoder", "identity")
@@ -124,12 +124,13 @@ def compare_graph_files(store: Any, graph_a: str, graph_b: str, *, transcoders_a
     return Comparison(compare_graphs(a.document, b.document, carry), a, b, how, float(min_similarity))
 
 
-class CompareAttributionGraphs(TableOp):
+class CompareAttributionGraphs(SummaryTableOp):
     """Two attribution graphs (e.g. one prompt at two checkpoints) compared: which nodes and edges appear, vanish or
     change most; the table goes onto the node it runs on (docs/attribution.md, "Comparing graphs across
     checkpoints")."""
 
     NAME = "compare_attribution_graphs"
+    COLUMNS = COLUMNS  # one row per node and edge of either graph
     PARAMS: ClassVar[Mapping[str, Any]] = {"graph_a": None, "graph_b": "compute_attribution_graph",
                                            "transcoders_a": None, "transcoders_b": None, "match": "auto",
                                            "min_similarity": 0.7}
@@ -147,11 +148,3 @@ class CompareAttributionGraphs(TableOp):
                                        here=self.node)
         columns = {name: np.asarray(values) for name, values in compared.table.items()}
         return {**columns, "summary": compared.summary(f"{self.NAME}.parquet")}
-
-    def plot(self, results: Mapping[str, Any]) -> dict[str, Any]:
-        """The summary, saved as NAME.json (its counts become values `analysis/NAME/nodes/appears`, ...)."""
-        return dict(results["summary"])
-
-    def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The comparison table, one row per node and edge of either graph."""
-        return {name: results[name] for name in COLUMNS}

@@ -88,6 +88,21 @@ class TableOp(OpAnalysis):
         return self.lineage.save(folder / f"{self.NAME}.parquet", table_artifact(self.NAME), data)
 
 
+class SummaryTableOp(TableOp):
+    """A TableOp whose results are the table's COLUMNS and a JSON `summary` of them (saved as NAME.json, whose
+    counts become values `analysis/NAME/...`)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ()
+
+    def plot(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """The summary, saved as NAME.json."""
+        return dict(results["summary"])
+
+    def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The COLUMNS of the results."""
+        return {name: results[name] for name in self.COLUMNS}
+
+
 class GraphOp(OpAnalysis):
     """The shared part of the attribution ops: transcoders, the prompt, one Attributor reused across calls."""
 

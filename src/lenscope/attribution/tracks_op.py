@@ -11,18 +11,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..dictionaries import Track, feature_tracks
+from ..dictionaries.crosscoder import lineage_inputs
 from ..errors import UsageError
 from ..store import Node
-from .ops import TableOp
+from .ops import SummaryTableOp
 from .sources import node_dictionaries
 
 COLUMNS = ("track", "step", "latent", "similarity", "birth", "death")
 
 
 def checkpoint_read(store: Any, dictionary: Node) -> Node:
-    """The one checkpoint a dictionary job's node was trained on: the parent of its lineage's first node."""
-    first = store.query().nonce(dictionary.nonce).seq(0).all()
-    read = store.parents(first[0]) if first else []
+    """The one checkpoint a dictionary job's node was trained on: its lineage's first node's parent (through
+    branches of dictionary runs)."""
+    read = lineage_inputs(store, store.get(dictionary).node, dictionary.name)
     if len(read) != 1:
         raise UsageError(f"feature_tracks: {dictionary} read {len(read)} checkpoints; tracks follow dictionaries "
                          "each trained on one checkpoint (a crosscoder's latents already share one index: read its "
@@ -52,11 +53,12 @@ def track_summary(tracks: Sequence[Track], steps: Sequence[int]) -> dict[str, An
             "died": died}
 
 
-class FeatureTracks(TableOp):
+class FeatureTracks(SummaryTableOp):
     """Dictionaries trained separately at successive checkpoints of one run, their latents matched into tracks
     (birth, death, similarity over steps); the table goes onto the node it runs on (docs/lineage.md)."""
 
     NAME = "feature_tracks"
+    COLUMNS = COLUMNS  # one row per feature and step it lives at
     PARAMS: ClassVar[Mapping[str, Any]] = {"dictionaries": None, "threshold": 0.7, "layer": 0}
 
     def compute(self, batch: Any = None, key: Any = None) -> dict[str, Any]:
@@ -90,11 +92,3 @@ class FeatureTracks(TableOp):
             raise UsageError(f"{self.NAME}: layer={layer}, but {node} holds {len(dictionaries)} dictionaries "
                              f"(layers 0 to {len(dictionaries) - 1})")
         return dictionaries[layer]
-
-    def plot(self, results: Mapping[str, Any]) -> dict[str, Any]:
-        """The summary, saved as NAME.json (its counts become values `analysis/NAME/tracks`, ...)."""
-        return dict(results["summary"])
-
-    def table(self, results: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The tracks table, one row per feature and step."""
-        return {name: results[name] for name in COLUMNS}
