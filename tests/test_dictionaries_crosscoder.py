@@ -291,3 +291,44 @@ def test_the_fourier_read_out_encodes_every_checkpoint_side_by_side(lineage, job
     assert found["pair"].shape == (trainer.spec.d_sae, 2) and found["keys"] == keys and len(keys) == 5
     assert ((found["pair"] >= 0) & (found["pair"] <= p // 2)).all()
     np.testing.assert_allclose(found["density"], (grid > 0).mean((0, 1)))
+
+
+def brute_repeated(row: np.ndarray, t: int, n: int) -> bool:
+    """Whether the n tokens ending at t occur, in that order, ending at some earlier position of the row."""
+    return t >= n - 1 and any(list(row[s - n + 1:s + 1]) == list(row[t - n + 1:t + 1]) for s in range(n - 1, t))
+
+
+def test_the_repeat_read_out_counts_a_crosscoders_firings_on_repeated_tokens(lineage, job):
+    """`repeat_firing` of the job's crosscoder against a token-by-token count: grokking's rows `a b =` repeat a token
+    exactly where b == a, so with n=1 each latent's share of firings there is checked one token at a time."""
+    from lenscope.examples.grokking_sae import GrokCrosscoder
+    from lenscope.examples.induction_features import repeat_firing
+
+    base, _ = lineage
+    code, out, err = job
+    assert code == 0, err
+    trainer = GrokCrosscoder([], base=Node.parse(out.split("node ")[-1].strip()), store=base.store_root)
+    trainer.setup(attach=True)
+    try:
+        found = repeat_firing(trainer, "validation", n=1, top=3)
+        acts = trainer.activations["validation"]
+        codes = np.asarray(trainer.dictionaries()[0].encode(jnp.asarray(acts.sites["crosscoder"])))
+        model = trainer.model_at(trainer.checkpoints[0])
+        try:
+            rows = np.asarray(model.data.splits["validation"]["inputs"])
+        finally:
+            model.cleanup()
+    finally:
+        trainer.cleanup()
+    repeated = np.asarray([brute_repeated(rows[e], p, 1) for e, p in zip(acts.example, acts.position)])
+    assert 0 < repeated.sum() < len(repeated) and found["baseline"] == pytest.approx(repeated.mean())
+    assert found["tokens"] == len(repeated)
+    fires = codes > 0
+    np.testing.assert_array_equal(found["firings"], fires.sum(0))
+    for j in range(codes.shape[1]):
+        if not fires[:, j].any():
+            assert np.isnan(found["on_repeats"][j]) and np.isnan(found["top_on_repeats"][j])
+            continue
+        assert found["on_repeats"][j] == pytest.approx(repeated[fires[:, j]].mean(), abs=1e-6)
+        strongest = np.argsort(-codes[:, j], kind="stable")[:min(3, int(fires[:, j].sum()))]
+        assert found["top_on_repeats"][j] == pytest.approx(repeated[strongest].mean(), abs=1e-6)

@@ -4,9 +4,11 @@ values and its file's metadata kept out of them."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -99,8 +101,7 @@ def test_lm_sae_then_transcoders_then_the_graph(lm: dict, capsys: pytest.Capture
 
 def test_lm_crosscoder_over_two_checkpoints_of_a_run(lm: dict, capsys: pytest.CaptureFixture) -> None:
     model = lm["model"]  # the fixture's run, checkpointed at steps 1 and 2
-    small = [a for a in SMALL if not a.startswith("sae/dashboards")]  # crosscoders have no dashboards
-    code, out, err = run(capsys, "run", "lm/crosscoder", *lm["store"], "--base", str(model), *small)
+    code, out, err = run(capsys, "run", "lm/crosscoder", *lm["store"], "--base", str(model), *SMALL)
     assert code == 0, err
     crosscoder = Node.parse(out.strip().splitlines()[-1].split(" ", 1)[1])
     with Store(lm["root"] / "runs") as store:
@@ -111,3 +112,14 @@ def test_lm_crosscoder_over_two_checkpoints_of_a_run(lm: dict, capsys: pytest.Ca
     assert record.config["sae"]["sites"] == ["blocks.0.hook_resid_post"]  # lm/sae's default site
     for step in (1, 2):
         assert record.values[f"eval/step_{step}/explained_variance"] <= 1.0
+    shares = pq.read_table(io.BytesIO(record.artifacts["crosscoder.parquet"].content)).to_pylist()
+    dashboards = pq.read_table(io.BytesIO(record.artifacts["features.parquet"].content)).to_pylist()
+    assert 0 < len(dashboards) <= 2
+    for row in dashboards:  # per checkpoint: its share as the table has it, and its own logit effects
+        steps = row["checkpoints"]
+        assert [c["step"] for c in steps] == [1, 2]
+        for c in steps:
+            assert c["share"] == pytest.approx(shares[row["latent"]][f"share_step_{c['step']}"], rel=1e-5)
+            assert len(c["top_logit_tokens"]) == 5 and c["top_logit_values"] == sorted(c["top_logit_values"])[::-1]
+        assert row["top_logit_tokens"] == steps[-1]["top_logit_tokens"]  # the feature's own: the last checkpoint's
+        assert steps[0]["top_logit_values"] != steps[1]["top_logit_values"]  # two models, two unembeddings

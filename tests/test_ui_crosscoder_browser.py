@@ -1,11 +1,14 @@
 """The crosscoder timeline page in Chromium, on a real crosscoder: a tiny grokking run with checkpoints at 20, 40 and
 60 and `grokking/crosscoder` over them, run in-process. The node and run pages link the page; it draws one cell per
 shown latent and checkpoint, rows in the birth order computed here from the same `crosscoder.parquet`; the loss and
-accuracy curves sit on the grid's step axis (a curve's point at a checkpoint's step is at that column's x); a row
-links its row on the table page."""
+accuracy curves sit on the grid's step axis (a curve's point at a checkpoint's step is at that column's x); a latent
+with a feature dashboard links each cell to it at that checkpoint, another its row on the table page."""
 
 from __future__ import annotations
 
+import io
+
+import pyarrow.parquet as pq
 import pytest
 from browser import need_browser, shoot
 from conftest import TINY
@@ -98,9 +101,10 @@ def test_rows_link_the_table_and_the_run_page_links_the_timeline(page, server, t
     page.goto(f"{server}run/{model.name}@{model.nonce}")
     page.locator("p.crosscoders a", has_text="latents over checkpoints").click()
     page.wait_for_url("**/crosscoder/**")
-    row = page.locator("figure.xc-grid g.row").nth(5)
-    latent = int(row.get_attribute("data-latent"))
-    page.locator("figure.xc-grid a").filter(has=page.locator(f'g.row[data-latent="{latent}"]')).click()
+    linked = page.locator("figure.xc-grid a").filter(has=page.locator("g.row"))  # rows without a dashboard
+    assert 0 < linked.count() < 128
+    latent = int(linked.nth(5).locator("g.row").get_attribute("data-latent"))
+    linked.nth(5).click()
     page.wait_for_url(f"**/view/**#row-{latent}")
     target = page.locator(f"tr#row-{latent}")
     assert target.locator("td").nth(1).inner_text() == str(latent)  # the table's `latent` column
@@ -115,3 +119,41 @@ def test_rows_link_the_table_and_the_run_page_links_the_timeline(page, server, t
     page.locator("figure.xc-grid text.step", has_text="40").click()
     page.wait_for_url("**/node/**")
     assert page.locator("h1").inner_text().startswith(f"node {model.name}@{model.nonce}:40")
+
+
+def test_a_latent_with_a_dashboard_links_each_cell_to_it_at_that_checkpoint(page, server, trained, tmp_path):
+    """A cell of a latent with a dashboard opens it at that step: the shared contexts, and that checkpoint's share
+    (as the crosscoder's table has it) and logit effects (as the stored dashboard has them) marked and shown."""
+    root, _, crosscoder, table = trained
+    with Store(root, readonly=True) as store:
+        boards = {r["latent"]: r for r in pq.read_table(io.BytesIO(
+            store.get(crosscoder).artifacts["features.parquet"].content)).to_pylist()}
+    shares = {r["latent"]: r for r in pq.read_table(io.BytesIO(table)).to_pylist()}
+    assert len(boards) == 32  # sae/dashboards' default, crosscoders included
+    page.goto(f"{server}node/{crosscoder}")
+    page.locator("section.artifact a.timeline-link").click()
+    page.wait_for_url("**/crosscoder/**")
+    rows = page.locator("figure.xc-grid g.row:has(a.step-link)")
+    assert rows.count() == 32 and "32 latents with a feature dashboard" in page.locator(".xc-about").inner_text()
+    row = rows.first
+    latent = int(row.get_attribute("data-latent"))
+    assert latent in boards and row.locator("a.step-link").count() == len(STEPS)
+    row.locator("a.step-link").nth(1).click()
+    page.wait_for_url("**/feature/**?step=40#step-40")
+    assert page.locator("h1").inner_text().startswith(f"feature #{latent}")
+    chosen = page.locator("table.steps tr.chosen")
+    assert chosen.get_attribute("id") == "step-40" and chosen.evaluate("tr => tr.matches(':target')")
+    at_40 = next(c for c in boards[latent]["checkpoints"] if c["step"] == 40)
+    cells = chosen.locator("td").all_inner_texts()
+    assert float(cells[0]) == pytest.approx(shares[latent]["share_step_40"], rel=1e-5)
+    assert cells[2] == " · ".join(at_40["top_logit_tokens"][:3]) and at_40["top_logit_tokens"]
+    assert page.locator("h2", has_text="Logit effects at step 40").count() == 1
+    raised = page.locator("section:has(h2:text('Logit effects')) table.kv").first.locator("th").all_inner_texts()
+    assert raised == at_40["top_logit_tokens"]
+    shoot(page, tmp_path / "crosscoder-feature-step-40.png")
+    page.locator("table.steps a", has_text="20").click()
+    page.wait_for_url("**?step=20#step-20")
+    assert page.locator("table.steps tr.chosen").get_attribute("id") == "step-20"
+    assert page.locator("h2", has_text="Logit effects at step 20").count() == 1
+    response = page.request.get(page.url.split("?")[0] + "?step=25")  # not a checkpoint: a 404 that says which are
+    assert response.status == 404 and "its checkpoints: 20, 40, 60" in response.text()

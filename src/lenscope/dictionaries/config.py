@@ -86,6 +86,8 @@ class CrosscoderConfig(SaeConfig):
     expansion: int = field("sae/expansion", default=16, ge=1,
                            help="latents per dimension of one model's activation (d_sae = this * d, whatever the "
                                 "number of checkpoints)")
-    dashboards: int = field("sae/dashboards", default=0, ge=0, help="crosscoders have no feature dashboards: 0")
+    dashboards: int = field("sae/dashboards", default=32, ge=0,
+                            help="feature dashboards of the N most often firing latents (their shared contexts, and "
+                                 "per checkpoint their decoder-norm share and logit effects) on the last node; 0: none")
     eval_spliced: bool = field("sae/eval_spliced", default=False,
                                help="crosscoders have no spliced evaluation: false")

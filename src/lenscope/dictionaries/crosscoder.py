@@ -134,8 +134,6 @@ def refuse_unsupported(args: CrosscoderConfig) -> None:
     if args.targets is not None:
         raise UsageError(f"a crosscoder reconstructs the activations it reads; sae/targets={args.targets} makes a "
                          "transcoder, which crosscoders are not: leave sae/targets unset")
-    if args.dashboards:
-        raise UsageError(f"crosscoders have no feature dashboards yet; sae/dashboards={args.dashboards}: set it to 0")
     if args.eval_spliced:
         raise UsageError("crosscoders have no spliced evaluation (a checkpoint's part depends on every checkpoint's "
                          "activations); sae/eval_spliced=true: set it to false")

@@ -20,9 +20,11 @@ from sqlalchemy import and_, func, or_, select
 from lenscope.store import Node, StoreReader
 from lenscope.store.schema import artifacts, edges, nodes
 from lenscope.ui.lineage_list import in_lineage
+from lenscope.ui.nodes import Missing, artifact_file, artifact_info
 from lenscope.ui.tables import TableError, columns
 
 TABLE = "crosscoder.parquet"  # the artifact a crosscoder records on its last node
+DASHBOARDS = "features.parquet"  # its feature dashboards, beside it (`sae/dashboards` latents)
 BIRTH_FRACTION = 0.5  # born at the first checkpoint with a share of at least this fraction of 1 / checkpoints
 MAX_ROWS = 512  # latents the page draws (the most often firing live ones; the table page has them all)
 MAX_TABLE_BYTES = 64 << 20  # a table the page reads whole; a larger one is refused unread
@@ -118,6 +120,18 @@ def shown(latents: list[Latent], max_rows: int = MAX_ROWS) -> Shown:
     room = max(0, max_rows - len(kept))
     rows = order(kept) + order(dead)[:room]
     return Shown(rows, len(live), len(dead), len(live) - len(kept), max(0, len(dead) - room))
+
+
+def dashboard_latents(store: StoreReader, node: Node) -> set[int]:
+    """The latents with a feature dashboard on `node` (none without a readable DASHBOARDS table)."""
+    try:
+        info = artifact_info(store, node, DASHBOARDS)
+        if info.size > MAX_TABLE_BYTES:
+            return set()
+        found = columns(artifact_file(store, info)).get("latent") or []
+    except (Missing, TableError):
+        return set()
+    return {t for t in found if isinstance(t, int) and not isinstance(t, bool)}
 
 
 def checkpoints_read(store: StoreReader, node: Node) -> list[Node]:

@@ -14,11 +14,13 @@ from starlette.responses import Response
 
 from lenscope.store import Node
 from lenscope.ui.crosscoder_data import (
+    DASHBOARDS,
     MAX_ROWS,
     MAX_TABLE_BYTES,
     Latent,
     Latents,
     checkpoints_read,
+    dashboard_latents,
     read_latents,
     shown,
 )
@@ -57,9 +59,9 @@ class Row:
 
     latent: Latent
     y: float
-    cells: list[tuple[float, float, int, bool]]
+    cells: list[tuple[float, float, int, bool, str | None]]  # x, width, level, born, its dashboard at that step
     birth_step: int
-    href: str
+    href: str  # the latent's row in the table page, or its dashboard when it has one
     title: str
     bar: float  # width of its density bar
 
@@ -104,8 +106,11 @@ def _px(step: float, x0: float, x1: float) -> float:
 
 
 def grid(data: Latents, latents: list[Latent], frame: tuple[float, float, list[tuple[float, float]]],
-         view: str, table_link: str, read: dict[int, Node]) -> Grid:
-    """Lay out the rows of `latents` (already ordered) over `data.steps` on the x frame the curves use."""
+         view: str, table_link: str, read: dict[int, Node], feature_link: str = "",
+         dashboards: frozenset[int] = frozenset()) -> Grid:
+    """Lay out the rows of `latents` (already ordered) over `data.steps` on the x frame the curves use; a latent in
+    `dashboards` links each cell to its dashboard at that step (`feature_link` + latent), the others their row to
+    the table page."""
     x0, x1, spans = frame
     every = math.ceil(len(data.steps) / MAX_LABELS)
     columns = []
@@ -121,12 +126,14 @@ def grid(data: Latents, latents: list[Latent], frame: tuple[float, float, list[t
     for index, t in enumerate(latents):
         y = HEAD + index * h
         values = t.shares if view == "share" else [None if n is None else n / top_norm for n in t.norms]
-        cells = [(c.left, c.width, level(v), i == t.birth) for i, (c, v) in enumerate(zip(columns, values))]
+        page = f"{feature_link}{t.latent}" if t.latent in dashboards else None
+        cells = [(c.left, c.width, level(v), i == t.birth, page and f"{page}?step={c.step}#step-{c.step}")
+                 for i, (c, v) in enumerate(zip(columns, values))]
         shares = " / ".join(f"{s:.3g}" for s in t.shares)
         density = "-" if t.density is None else f"{t.density:.4g}"
         title = (f"latent {t.latent}{'' if t.live else ' (dead)'} · born at step {data.steps[t.birth]} · density "
                  f"{density} · share {shares} at steps {' / '.join(map(str, data.steps))}")
-        href = f"{table_link}&page={t.row // PAGE_ROWS}#row-{t.row}"
+        href = page or f"{table_link}&page={t.row // PAGE_ROWS}#row-{t.row}"
         bar = round((RIGHT - 24) * (t.density or 0.0) / top_density, 2)
         rows.append(Row(t, y, cells, data.steps[t.birth], href, title, bar))
         group = (t.live, t.birth)
@@ -190,9 +197,12 @@ def crosscoder(request: Request) -> Response:
     picked = shown(data.latents)
     base = f"/crosscoder/{quote(node.address, safe='')}/{quote(name, safe='')}"
     table_link = f"/view/{quote(node.address, safe='')}/{quote(name, safe='')}?{urlencode({'version': info.version})}"
+    dashboards = frozenset(dashboard_latents(ui.store, node))
+    feature_link = f"/feature/{quote(node.address, safe='')}/{DASHBOARDS}/"
     return ui.page(
         "crosscoder.html", title=f"crosscoder {node.address}", node=node, info=info, data=data, picked=picked,
-        grid=grid(data, picked.rows, frame, view, table_link, {n.seq: n for n in read}),
+        grid=grid(data, picked.rows, frame, view, table_link, {n.seq: n for n in read}, feature_link, dashboards),
+        dashboards=len(dashboards),
         charts=curve_charts(curves, keys, frame), model=model, view=view, width=WIDTH, left=LEFT, right=RIGHT,
         head=HEAD, max_rows=MAX_ROWS, table_link=table_link, legend=legend(data.threshold, 1 / len(data.steps)),
         legend_width=LEGEND_WIDTH, levels=LEVELS,

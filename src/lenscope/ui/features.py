@@ -57,9 +57,44 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
                                     for h in row.get(f"{kind}_highlight") or []]
     row["hist_counts"] = [max(int(_finite(c) or 0), 0) for c in row.get("hist_counts") or []]
     row["hist_edges"] = [e for e in (_finite(e) for e in row.get("hist_edges") or []) if e is not None]
-    for kind in ("top", "bottom"):
-        row[f"{kind}_logit_values"] = [_finite(v) for v in row.get(f"{kind}_logit_values") or []]
+    _clean_logits(row)
+    row["checkpoints"] = [_clean_checkpoint(c) for c in row.get("checkpoints") or [] if isinstance(c, dict)]
     return row
+
+
+def _clean_logits(row: dict[str, Any]) -> None:
+    """A row's (or a checkpoint entry's) logit effects as lists of strings and finite floats or None."""
+    for kind in ("top", "bottom"):
+        row[f"{kind}_logit_tokens"] = [str(t) for t in row.get(f"{kind}_logit_tokens") or []]
+        row[f"{kind}_logit_values"] = [_finite(v) for v in row.get(f"{kind}_logit_values") or []]
+
+
+def _clean_checkpoint(entry: dict[str, Any]) -> dict[str, Any]:
+    """One checkpoint of a crosscoder latent's dashboard: its step, share and norm there, its logit effects."""
+    entry = dict(entry)
+    step = entry.get("step")
+    entry["step"] = step if isinstance(step, int) and not isinstance(step, bool) else None
+    entry["share"], entry["norm"] = _finite(entry.get("share")), _finite(entry.get("norm"))
+    _clean_logits(entry)
+    return entry
+
+
+def _logits(row: dict[str, Any]) -> list[tuple[str, list[tuple[str, float | None]]]]:
+    """[(kind, [(token, value)])] of the tokens a decoder row raises (`top`) and lowers (`bottom`) most."""
+    return [(kind, list(zip(row[f"{kind}_logit_tokens"], row[f"{kind}_logit_values"]))) for kind in ("top", "bottom")]
+
+
+def _chosen(checkpoints: list[dict[str, Any]], text: str | None) -> dict[str, Any] | None:
+    """The checkpoint `?step=` names (the last one by default; None without checkpoints)."""
+    if not checkpoints:
+        return None
+    if text is None:
+        return checkpoints[-1]
+    found = next((c for c in checkpoints if str(c["step"]) == text), None)
+    if found is None:
+        raise Missing(f"step {text!r} is not a checkpoint of this feature's crosscoder; its checkpoints: "
+                      f"{', '.join(str(c['step']) for c in checkpoints)}")
+    return found
 
 
 def _samples(row: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -92,15 +127,18 @@ def features(request: Request) -> Response:
 
 
 def feature(request: Request) -> Response:
-    """One feature: top-activating and quantile contexts, the activation histogram, logit effects."""
+    """One feature: top-activating and quantile contexts, the activation histogram, logit effects; a crosscoder's
+    feature also its share and logit effects at each checkpoint, `?step=S` choosing the one shown in full."""
     ui, node, name, rows = _rows(request)
     latent = request.path_params["latent"]
     row = next((r for r in rows if str(r["latent"]) == latent), None)
     if row is None:
         raise Missing(f"latent {latent} has no dashboard in {name} on {node.address}")
-    logits = [(kind, list(zip(row.get(f"{kind}_logit_tokens") or [], row.get(f"{kind}_logit_values") or [])))
-              for kind in ("top", "bottom")]
+    chosen = _chosen(row["checkpoints"], request.query_params.get("step"))
     edges = row.get("hist_edges") or [0.0, 0.0]
     return ui.page("feature.html", title=f"feature {latent} of {node.address}", node=node, name=name, row=row,
                    top=_samples(row, "top"), quantile=_samples(row, "quantile"), bars=_histogram(row),
-                   width=HIST_W, height=HIST_H, low=edges[0], high=edges[-1], logits=logits)
+                   width=HIST_W, height=HIST_H, low=edges[0], high=edges[-1],
+                   logits=_logits(chosen if chosen is not None else row), chosen=chosen,
+                   checkpoints=[{**c, "raises": c["top_logit_tokens"][:3], "lowers": c["bottom_logit_tokens"][:3]}
+                                for c in row["checkpoints"]])
