@@ -293,14 +293,19 @@ def test_the_fourier_read_out_encodes_every_checkpoint_side_by_side(lineage, job
     np.testing.assert_allclose(found["density"], (grid > 0).mean((0, 1)))
 
 
-def brute_repeated(row: np.ndarray, t: int, n: int) -> bool:
-    """Whether the n tokens ending at t occur, in that order, ending at some earlier position of the row."""
-    return t >= n - 1 and any(list(row[s - n + 1:s + 1]) == list(row[t - n + 1:t + 1]) for s in range(n - 1, t))
+def brute_role(row: np.ndarray, t: int, n: int) -> int:
+    """2 when the n tokens ending at t also end at an earlier position of the row, 1 when at a later one, else 0."""
+    if t < n - 1:
+        return 0
+    gram = list(row[t - n + 1:t + 1])
+    ends = [s for s in range(n - 1, len(row)) if s != t and list(row[s - n + 1:s + 1]) == gram]
+    return 2 if any(s < t for s in ends) else 1 if ends else 0
 
 
 def test_the_repeat_read_out_counts_a_crosscoders_firings_on_repeated_tokens(lineage, job):
     """`repeat_firing` of the job's crosscoder against a token-by-token count: grokking's rows `a b =` repeat a token
-    exactly where b == a, so with n=1 each latent's share of firings there is checked one token at a time."""
+    exactly where b == a (and a is then its first occurrence), so with n=1 each latent's shares are checked one
+    token at a time."""
     from lenscope.examples.grokking_sae import GrokCrosscoder
     from lenscope.examples.induction_features import repeat_firing
 
@@ -320,15 +325,17 @@ def test_the_repeat_read_out_counts_a_crosscoders_firings_on_repeated_tokens(lin
             model.cleanup()
     finally:
         trainer.cleanup()
-    repeated = np.asarray([brute_repeated(rows[e], p, 1) for e, p in zip(acts.example, acts.position)])
-    assert 0 < repeated.sum() < len(repeated) and found["baseline"] == pytest.approx(repeated.mean())
-    assert found["tokens"] == len(repeated)
+    roles = np.asarray([brute_role(rows[e], p, 1) for e, p in zip(acts.example, acts.position)])
+    assert 0 < (roles == 2).sum() == (roles == 1).sum() < len(roles)  # b == a: one first occurrence, one repeat
+    assert found["baseline"] == pytest.approx((roles == 2).mean()) and found["tokens"] == len(roles)
+    assert found["baseline_firsts"] == pytest.approx((roles == 1).mean())
     fires = codes > 0
     np.testing.assert_array_equal(found["firings"], fires.sum(0))
     for j in range(codes.shape[1]):
-        if not fires[:, j].any():
-            assert np.isnan(found["on_repeats"][j]) and np.isnan(found["top_on_repeats"][j])
-            continue
-        assert found["on_repeats"][j] == pytest.approx(repeated[fires[:, j]].mean(), abs=1e-6)
         strongest = np.argsort(-codes[:, j], kind="stable")[:min(3, int(fires[:, j].sum()))]
-        assert found["top_on_repeats"][j] == pytest.approx(repeated[strongest].mean(), abs=1e-6)
+        for name, role in (("repeats", 2), ("firsts", 1)):
+            if not fires[:, j].any():
+                assert np.isnan(found[f"on_{name}"][j]) and np.isnan(found[f"top_on_{name}"][j])
+                continue
+            assert found[f"on_{name}"][j] == pytest.approx((roles[fires[:, j]] == role).mean(), abs=1e-6)
+            assert found[f"top_on_{name}"][j] == pytest.approx((roles[strongest] == role).mean(), abs=1e-6)

@@ -7,8 +7,8 @@ From a fresh store in ROOT/runs (results in ROOT/results): trains the induction 
 (`lenscope run induction/train`, without the control, 10000 steps, a checkpoint every 250), then `lm/crosscoder`
 over CHECKPOINTS of it on the residual stream after block 1. Prints the phase-change window (the best
 prefix-matching score from 10% to 90% of its last value), the latents born during training and their birth steps,
-and, for the ones born inside the window, how many have their strongest activations on repeated tokens (the second
-occurrence of a repeated sequence, `repeated_positions`) and what share of their firings fall there, against the
+and, for the ones born inside the window, how many fire on repeated tokens (the second occurrence of a repeated
+sequence, `repeat_roles`) rather than on first occurrences, and what share of their firings fall there, against the
 share of all tokens and the other live latents'. Draws OUT.pdf and OUT.png (default docs/img/induction_lineage).
 `--reuse` reads the runs a previous call left in ROOT (training a crosscoder if the run has none). About 25 minutes
 on the 2-core CPU machine when it is quiet (training 13, the crosscoder 10).
@@ -43,7 +43,8 @@ RISE = (0.1, 0.9)  # the phase-change window: the best prefix-matching score fro
 FINAL_AT_LEAST, FIRST_AT_MOST, BIRTH = 1.0, 0.5, 0.5  # shares in units of 1 / checkpoints, as grokking_lineage.py's
 N = 2  # a token is repeated when it and the one before it occurred, in that order, earlier in the row
 TOP = 32  # a latent's strongest activations read
-ON_REPEATS = 0.9  # a latent "fires on repeated tokens" when at least this share of its TOP strongest are repeated
+TOP_ON_REPEATS = 0.5  # a repeat latent: at least this share of its TOP strongest activations on repeats ...
+FAVOUR = 2.0  # ... and at least this many times as many of its firings on repeats as on first occurrences
 
 
 def crossing(steps: np.ndarray, values: np.ndarray, level: float) -> float:
@@ -110,28 +111,37 @@ def main() -> None:
           f"{int(at_change.sum())}; birth steps of all born: " + ", ".join(
               f"{s} x{c}" for s, c in zip(*np.unique(birth[born], return_counts=True))))
 
-    # 3. where they fire
+    # 3. where they fire: repeats (the second occurrence of a repeated sequence) against first occurrences
     trainer = LmCrosscoder([], base=crosscoder, store=store)
     trainer.setup(attach=True)  # the trained crosscoder, restored; writes nothing
     try:
         found = repeat_firing(trainer, "train", n=N, top=TOP)
     finally:
         trainer.cleanup()
-    on, top, firings = found["on_repeats"], found["top_on_repeats"], found["firings"]
-    groups = {"born at the phase change": at_change, "born elsewhere": born & ~at_change,
-              "live, not born": live & ~born}
-    print(f"repeated tokens (n={N}): {found['baseline']:.1%} of the {found['tokens']} training tokens read")
+    on, first, top, firings = (found[k] for k in ("on_repeats", "on_firsts", "top_on_repeats", "firings"))
+    fires = firings > 0
+    repeat_latent = fires & (top >= TOP_ON_REPEATS) & (on >= FAVOUR * first)
+    groups = {"born at the phase change": at_change & fires, "born elsewhere": born & ~at_change & fires,
+              "live, not born": live & ~born & fires}
+    print(f"roles (n={N}) of the {found['tokens']} training tokens read: repeats {found['baseline']:.1%}, first "
+          f"occurrences {found['baseline_firsts']:.1%}; a repeat latent: >= {TOP_ON_REPEATS:.0%} of its {TOP} "
+          f"strongest activations on repeats, and >= {FAVOUR:g}x as many of its firings on repeats as on first "
+          "occurrences")
     for label, mask in groups.items():
-        if not mask.any():
-            print(f"  {label}: none")
-            continue
-        pooled = float((on[mask] * firings[mask]).sum() / firings[mask].sum())
-        strong = mask & (top >= ON_REPEATS)
-        print(f"  {label}: {int(mask.sum())} latents; {int(strong.sum())} ({strong.sum() / mask.sum():.0%}) with "
-              f">= {ON_REPEATS:.0%} of their {TOP} strongest activations on repeated tokens; their firings on "
-              f"repeated tokens: pooled {pooled:.1%}, median latent {np.median(on[mask]):.1%}"
-              + (f"; of the strong ones: pooled {(on[strong] * firings[strong]).sum() / firings[strong].sum():.1%}"
-                 if strong.any() else ""))
+        chosen = mask & repeat_latent
+        print(f"  {label}: {int(mask.sum())} latents firing on these tokens, {int(chosen.sum())} repeat latents"
+              + (f" ({chosen.sum() / mask.sum():.0%})" if mask.any() else ""))
+        if chosen.any():
+            pooled = (on[chosen] * firings[chosen]).sum() / firings[chosen].sum()
+            pooled_first = (first[chosen] * firings[chosen]).sum() / firings[chosen].sum()
+            print(f"    their firings: {pooled:.1%} on repeats (each {on[chosen].min():.0%}..{on[chosen].max():.0%}), "
+                  f"{pooled_first:.1%} on first occurrences ({first[chosen].min():.0%}..{first[chosen].max():.0%}); "
+                  f"their {TOP} strongest: {top[chosen].min():.0%}..{top[chosen].max():.0%} on repeats; birth "
+                  "steps " + ", ".join(f"{s} x{c}" for s, c in zip(*np.unique(birth[chosen], return_counts=True))))
+        rest = mask & ~repeat_latent
+        if rest.any():
+            print(f"    the others: on repeats {np.median(on[rest]):.0%}, on first occurrences "
+                  f"{np.median(first[rest]):.0%} (medians)")
 
     # 4. the figure: the phase change, the born latents' shares by birth, where each latent fires
     order = np.flatnonzero(born)[np.lexsort((-shares[born, -1], birth[born]))]
@@ -154,15 +164,15 @@ def main() -> None:
     axes[1].set(ylabel=f"{len(order)} born latents\n(sorted by birth)", ylim=(len(order), 0), xlim=(0, edges[-1]),
                 xlabel="training step")
     fig.colorbar(heat, ax=axes[1], label="share x checkpoints", pad=0.01, aspect=15)
-    bins = np.linspace(0, 1, 21)
-    for (label, mask), colour in zip(groups.items(), ("tab:red", "tab:orange", "0.6")):
-        if mask.any():
-            axes[2].hist(top[mask], bins=bins, histtype="step", lw=1.5, color=colour, density=True,
-                         label=f"{label} ({int(mask.sum())})")
-    axes[2].axvline(found["baseline"], color="black", lw=0.8, ls=":", label=f"all tokens: {found['baseline']:.0%}")
-    axes[2].set(xlabel=f"share of a latent's {TOP} strongest activations on repeated tokens",
-                ylabel="latents (density)")
-    axes[2].legend(frameon=False, fontsize=7, loc="upper center")
+    for (label, mask), colour, size in zip(groups.items(), ("tab:red", "tab:orange", "0.65"), (22, 16, 7)):
+        axes[2].scatter(first[mask], on[mask], s=size, color=colour, lw=0, label=f"{label} ({int(mask.sum())})",
+                        zorder=3 if colour != "0.65" else 2)
+    axes[2].axvline(found["baseline_firsts"], color="black", lw=0.8, ls=":")
+    axes[2].axhline(found["baseline"], color="black", lw=0.8, ls=":", label="all tokens")
+    axes[2].plot([0, 1 / FAVOUR], [0, 1], color="0.5", lw=0.8, ls="--", label=f"{FAVOUR:g}x as many on repeats")
+    axes[2].set(xlabel="share of a latent's firings on first occurrences", ylabel="share on repeats",
+                xlim=(0, 0.8), ylim=(0, 0.8), aspect="equal")
+    axes[2].legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     for label, ax in zip("abc", axes):
         ax.set_title(label, loc="left", fontweight="bold", fontsize=10)
     args.out.parent.mkdir(parents=True, exist_ok=True)

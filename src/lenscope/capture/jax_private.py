@@ -24,5 +24,7 @@ def current_trace() -> Any:
 
 def compiled_count(jitted: Any) -> int:
     """How many programs the `jax.jit` function `jitted` has compiled (its private `_cache_size()`); of an
-    `equinox.filter_jit` function, its inner jit's (equinox's private `_cached`)."""
+    `equinox.filter_jit` function, its inner jit's (equinox's private `_cached`); of a handle on a shared jitted
+    function (a trainer's `SharedStep`), that function's."""
+    jitted = getattr(jitted, "jitted", jitted)
     return getattr(jitted, "_cached", jitted)._cache_size()

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import UsageError
-from .crosscoder import CrosscoderTrainer
+from .config import CrosscoderConfig
 from .crosscoder_records import decoder_shares
 
 ARTIFACT = "features.parquet"
@@ -96,7 +96,7 @@ def dashboard_rows(trainer: Any, layer: int = 0, top: int = 32, examples: int = 
     tokens = model.data.splits[split].get("inputs")
     density = (latents > 0).mean(0)
     shown = [int(j) for j in np.argsort(-density, kind="stable")[:top] if density[j] > 0]
-    crosscoder = isinstance(trainer, CrosscoderTrainer)
+    crosscoder = isinstance(trainer.args, CrosscoderConfig)
     per_checkpoint = _checkpoint_effects(trainer, d, shown, 5) if crosscoder and shown else [[] for _ in shown]
     if crosscoder:  # the feature's own logit effects: its last checkpoint's
         effects = [{k: v for k, v in steps[-1].items() if k in LOGIT_KEYS} for steps in per_checkpoint]

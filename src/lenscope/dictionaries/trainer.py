@@ -41,6 +41,7 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
     """Train sparse dictionaries on the activations of a model node (F1)."""
 
     CONFIG = SaeConfig
+    SHARED_STEP = True  # the step reads only the config, --base and the data its config names
 
     def __init__(self, config: Any = None, *, base: Node | str | None = None,
                  store: Store | str | os.PathLike | None = None) -> None:

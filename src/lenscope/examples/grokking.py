@@ -64,6 +64,7 @@ class GrokTrainer(PretrainedModel, BaseTrainer[GrokConfig, Transformer]):
     """
 
     CONFIG = GrokConfig
+    SHARED_STEP = True  # the step reads only the config, --base and the data its config names
 
     def build_model(self) -> Any:
         """A small transformer reading [a, b, =] and predicting at the last position, in `model/backend`'s library."""

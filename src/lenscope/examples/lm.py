@@ -84,6 +84,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
     """Fine-tune a pretrained decoder (model/pretrained) or train one from scratch (model/family) on local text."""
 
     CONFIG = LmConfig
+    SHARED_STEP = True  # the step reads only the config, --base and the data its config names
 
     @cached_property
     def pretrained(self) -> Any:

@@ -20,6 +20,7 @@ from .metrics import MetricLog, table
 from .phase import Phase, session
 from .placement import to_host
 from .progress import Progress
+from .shared_step import STEPS
 from .state import TrainState
 
 
@@ -48,6 +49,9 @@ class TrainingLoop:
     """run()/train(), validate(), test(), log()/log_dict() and the hooks; expects BaseTrainer's attributes."""
 
     PER_EXAMPLE: ClassVar[bool] = False  # the model takes one example; lenscope's forwards map it (apply_model)
+    # True where train_step is a function of the config and --base alone: trainers of this class with equal ones
+    # share one compiled step (shared_step); a trainer whose step reads other state of its own keeps it False.
+    SHARED_STEP: ClassVar[bool] = False
     phase: Phase | None = None  # Phase.TRAIN / TEST / ANALYSIS while one runs (hooks read it); None between
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -112,9 +116,12 @@ class TrainingLoop:
     # -- pure functions --------------------------------------------------------------
     @property
     def _train_step(self) -> Any:
-        """train_step jitted with the state donated; on a mesh, with explicit state and batch shardings in and out."""
+        """train_step jitted with the state donated (with SHARED_STEP, one program for every trainer of this class,
+        config and base: `shared_step`); on a mesh, with explicit state and batch shardings in and out."""
         if self._step_fn is None:
-            if self.placement.single:
+            if self.placement.single and self.SHARED_STEP:
+                self._step_fn = STEPS.step(self)
+            elif self.placement.single:
                 self._step_fn = jax.jit(self.train_step, donate_argnums=0)
             else:
                 state = self.placement.state_shardings(self.state)
