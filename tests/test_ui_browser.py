@@ -14,6 +14,8 @@ from lenscope.store import Store
 
 need_browser()
 
+from playwright.sync_api import expect  # noqa: E402  (after the skip: Playwright may be missing)
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -74,7 +76,7 @@ def test_node_page_shows_json_figures_and_a_paged_parquet_preview(page, server, 
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=figures.first.element_handle())
     shoot(page, tmp_path / "node.png")
     table.locator("a", has_text="next").click()
-    assert "page 2 of" in page.locator("nav.pages").inner_text()
+    expect(page.locator("nav.pages")).to_contain_text("page 2 of")  # waits for the page the click opened
 
 
 def test_a_running_lineage_refreshes_by_itself(page, server, trained):

@@ -12,6 +12,8 @@ from lenscope.store import Store
 
 need_browser()
 
+from playwright.sync_api import expect  # noqa: E402  (after the skip: Playwright may be missing)
+
 
 @pytest.fixture(scope="module")
 def trained(trained_base):
@@ -35,11 +37,12 @@ def test_node_links_to_the_dashboards_and_each_feature_has_a_page(page, server, 
     page.goto(f"{server}node/{sae}")
     page.locator("p.dashboards a").click()
     rows = page.locator("table.features tbody tr")
-    assert rows.count() == 8 and rows.first.locator("mark.act").count() == 1
+    expect(rows).to_have_count(8)  # waits for the page the click opened
+    assert rows.first.locator("mark.act").count() == 1
     shoot(page, tmp_path / "features.png")
     first = rows.first.locator("a").inner_text()
     rows.first.locator("a").click()
-    assert page.locator("h1").inner_text().startswith(f"feature {first}")
+    expect(page.locator("h1")).to_contain_text(f"feature {first}")
     top = page.locator("section", has_text="Top activations").locator("table.contexts tbody tr")
     assert top.count() >= 1 and top.first.locator("mark.act").inner_text() in {*map(str, range(23)), "="}
     assert page.locator("svg.hist rect").count() >= 1
