@@ -5,6 +5,7 @@
     taskset -c 1 python bench/saes.py --threads 1      # one pinned core for both (the control)
     python bench/saes.py --threads 2                   # both cores
     python bench/saes.py --d-in 256 --steps 30 --rounds 5   # one size, more tokens, more rounds
+    python bench/saes.py --realistic                         # d_in 768, d_sae 16384 and 24576, k 64, 256 steps
 
 The activations are synthetic and the same array for both: each token is a sparse sum (about 20 active) of
 8 * d_in random unit directions with exponential magnitudes, plus a mean offset and noise, in float32. Both
@@ -15,7 +16,13 @@ Throughput is timed from the end of the first step (compilation, torch warm-up) 
 in wall time and in the process's CPU time (all its threads: robust to other jobs on a shared machine);
 the two trainers run in alternating rounds (lenscope, SAELens, lenscope, ...) and the table reports the
 best round of each (the median beside it). Quality is measured on the same held-out tokens with lenscope's
-SAELens-defined metrics, SAELens' SAE read back through its own saved files.
+SAELens-defined metrics, SAELens' SAE read back through its own saved files, after the first round; rounds
+after it may train fewer steps (--timing-steps), for their throughput only.
+
+--realistic is SAELens' sizes for a GPT-2-small residual stream: d_in 768, d_sae 16384 and 24576, TopK k 64,
+batch 1024, 256 steps (262,144 tokens, enough for explained variance to mean something), lr 1e-3, feature
+frequencies falling as 1 / rank (--zipf 1, as real dictionaries' densities do), then two
+more interleaved rounds of 32 steps each for the median.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--d-in", type=int, nargs="+", default=[256, 512])
     parser.add_argument("--expansion", type=int, default=16)
+    parser.add_argument("--d-sae", type=int, nargs="+", default=None,
+                        help="latents (for every --d-in); default: expansion * d_in")
     parser.add_argument("--k", type=int, default=32)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=20, help="training steps of each trainer (tokens = steps * batch)")
@@ -44,23 +53,40 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="torch threads; 1 also makes XLA single-threaded")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds of the decoding comparison")
     parser.add_argument("--rounds", type=int, default=3, help="alternating training runs of each trainer")
+    parser.add_argument("--timing-steps", type=int, default=None,
+                        help="steps of the rounds after the first (throughput only); default: --steps")
     parser.add_argument("--no-decoding", action="store_true", help="skip the dense against gather comparison")
-    return parser.parse_args()
+    parser.add_argument("--zipf", type=float, default=0.0,
+                        help="feature i fires with probability ~ (i + 1) ** -zipf; 0: all features alike")
+    parser.add_argument("--realistic", action="store_true", help="SAELens' GPT-2-small sizes (see above)")
+    args = parser.parse_args()
+    if args.realistic:
+        args.d_in, args.d_sae, args.k, args.batch, args.steps, args.lr = [768], [16384, 24576], 64, 1024, 256, 1e-3
+        args.zipf = 1.0
+        args.rounds, args.timing_steps, args.no_decoding = 3, 32, True
+    return args
 
 
-def activations(d_in: int, tokens: int, seed: int = 0):
-    """Synthetic residual-like activations [tokens, d_in]: sparse sums of unit directions, offset and noise."""
+def activations(d_in: int, tokens: int, seed: int = 0, zipf: float = 0.0):
+    """Synthetic residual-like activations [tokens, d_in]: sparse sums of unit directions, offset and noise.
+
+    Feature i fires with probability proportional to (i + 1) ** -zipf (0: all alike), about 20 per token. The
+    directions and the offset depend on d_in only, so training and held-out tokens (other seeds) share them.
+    """
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    model = np.random.default_rng(d_in)
     n_features = 8 * d_in
-    directions = rng.normal(size=(n_features, d_in)).astype(np.float32)
+    directions = model.normal(size=(n_features, d_in)).astype(np.float32)
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    offset = rng.normal(size=d_in).astype(np.float32) * 0.1
+    offset = model.normal(size=d_in).astype(np.float32) * 0.1
+    rng = np.random.default_rng(seed)
+    weights = np.arange(1, n_features + 1, dtype=np.float64) ** -zipf
+    p = np.minimum(20.0 * weights / weights.sum(), 0.5)
     out = np.empty((tokens, d_in), np.float32)
     for start in range(0, tokens, 8192):
         n = min(8192, tokens - start)
-        active = rng.random((n, n_features)) < 20.0 / n_features
+        active = rng.random((n, n_features)) < p
         codes = (active * rng.exponential(1.0, (n, n_features))).astype(np.float32)
         out[start:start + n] = codes @ directions + offset + rng.normal(size=(n, d_in)).astype(np.float32) * 0.05
     return out
@@ -77,8 +103,8 @@ def rates(marks: list[tuple[float, float]], tokens: int) -> tuple[float, float]:
     return tokens / (w1 - w0), tokens / (c1 - c0)
 
 
-def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[tuple[float, float], object, list]:
-    """((tokens/s wall, tokens/s CPU), the trained Dictionary, the batch order) of SaeTrainer on `train`."""
+def lenscope_run(train, held_out, args, d_sae: int, steps: int, root: Path) -> tuple[tuple[float, float], object, list]:
+    """((tokens/s wall, tokens/s CPU), the trained Dictionary, the batch order) of `steps` SaeTrainer steps."""
     import jax
     import numpy as np
 
@@ -103,22 +129,22 @@ def lenscope_run(train, held_out, args, d_in: int, root: Path) -> tuple[tuple[fl
                 self.marks.append(clocks())
             return node
 
-    config = ["sae/sites=[acts]", "sae/architecture=topk", f"sae/k={args.k}", f"sae/expansion={args.expansion}",
-              "sae/normalize_activations=none", f"training/steps={args.steps}", f"training/batch_size={args.batch}",
+    config = ["sae/sites=[acts]", "sae/architecture=topk", f"sae/k={args.k}", f"sae/d_sae={d_sae}",
+              "sae/normalize_activations=none", f"training/steps={steps}", f"training/batch_size={args.batch}",
               f"optimization/lr={args.lr}", "logging/validation_interval=0", "logging/checkpoint_interval=0",
-              f"logging/report_interval={args.steps}", "sae/eval_spliced=false", f"logging/results={root}/results"]
+              f"logging/report_interval={steps}", "sae/eval_spliced=false", f"logging/results={root}/results"]
     ArraySae.marks = []
     trainer = ArraySae(config, store=root / "runs")
     trainer.setup()
     trainer.run()
-    order = [trainer.data.indices("train", i) for i in range(args.steps)]
+    order = [trainer.data.indices("train", i) for i in range(steps)]
     d = trainer.dictionaries()[0]
     trainer.finish()
     trainer.cleanup()
-    return rates(ArraySae.marks, (args.steps - 1) * args.batch), d, order
+    return rates(ArraySae.marks, (steps - 1) * args.batch), d, order
 
 
-def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[tuple[float, float], object]:
+def saelens_run(train, order, args, d_in: int, d_sae: int, root: Path) -> tuple[tuple[float, float], object]:
     """((tokens/s wall, tokens/s CPU), the trained SAE as a lenscope Dictionary) of SAELens' SAETrainer."""
     import torch
     from sae_lens.config import SAETrainerConfig
@@ -128,7 +154,7 @@ def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[tuple[float,
     from lenscope.dictionaries import load_saelens
 
     torch.manual_seed(0)
-    sae = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=args.expansion * d_in, k=args.k,
+    sae = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=d_in, d_sae=d_sae, k=args.k,
                                                 aux_loss_coefficient=1.0, rescale_acts_by_decoder_norm=True,
                                                 decoder_init_norm=0.1))
     marks: list[tuple[float, float]] = []
@@ -139,7 +165,7 @@ def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[tuple[float,
                 marks.append(clocks())
             yield torch.from_numpy(train[idx])
 
-    cfg = SAETrainerConfig(total_training_samples=args.steps * args.batch, train_batch_size_samples=args.batch,
+    cfg = SAETrainerConfig(total_training_samples=len(order) * args.batch, train_batch_size_samples=args.batch,
                            lr=args.lr, lr_end=args.lr, adam_beta1=0.9, adam_beta2=0.999, device="cpu",
                            dead_feature_window=1000)
     SAETrainer(cfg, sae, provider()).fit()
@@ -147,7 +173,7 @@ def saelens_run(train, order, args, d_in: int, root: Path) -> tuple[tuple[float,
     marks.append(clocks())
     folder = root / "saelens"
     sae.save_inference_model(folder)
-    return rates(marks, (args.steps - 1) * args.batch), load_saelens(folder)[0]
+    return rates(marks, (len(order) - 1) * args.batch), load_saelens(folder)[0]
 
 
 def quality(d, held_out) -> dict[str, float]:
@@ -213,33 +239,38 @@ def main() -> None:
     rows = []
     tmp = tempfile.mkdtemp(prefix="lenscope-bench-saes-")  # kept: JAX's compilation cache lives in its store
     for d_in in args.d_in:
-        train = activations(d_in, args.steps * args.batch, seed=d_in)
-        held_out = activations(d_in, args.eval_tokens, seed=d_in + 1)
-        root = Path(tmp) / str(d_in)
-        ours, theirs, q_ours, q_theirs = [], [], None, None
-        for round_ in range(args.rounds):  # alternating, so drifts of machine load fall on both
-            rate, d, order = lenscope_run(train, held_out, args, d_in, root)
-            ours.append(rate)
-            q_ours = q_ours or quality(d, held_out)
-            if have_peer:
-                rate, peer = saelens_run(train, order, args, d_in, root)
-                theirs.append(rate)
-                q_theirs = q_theirs or quality(peer, held_out)
-            print(f"d_in {d_in} round {round_}: lenscope {ours[-1][0]:,.0f} tokens/s ({ours[-1][1]:,.0f} per CPU s)"
-                  + (f"; SAELens {theirs[-1][0]:,.0f} ({theirs[-1][1]:,.0f})" if have_peer else "")
-                  + f"; load {load()}", flush=True)
-        rows.append((d_in, ours, q_ours, theirs, q_theirs))
-        print(f"d_in {d_in}: lenscope {q_ours}" + (f"; SAELens {q_theirs}" if have_peer else ""), flush=True)
-    print(f"\nTopK SAE training, expansion {args.expansion}, k {args.k}, batch {args.batch}, lr {args.lr}, "
-          f"{args.steps} steps ({args.steps * args.batch:,} tokens), float32, {args.rounds} alternating rounds "
-          f"(best, median in brackets); load average after: {load()}")
+        train = activations(d_in, args.steps * args.batch, seed=1, zipf=args.zipf)
+        held_out = activations(d_in, args.eval_tokens, seed=2, zipf=args.zipf)
+        for d_sae in args.d_sae or [args.expansion * d_in]:
+            root = Path(tmp) / f"{d_in}x{d_sae}"
+            ours, theirs, q_ours, q_theirs = [], [], None, None
+            for round_ in range(args.rounds):  # alternating, so drifts of machine load fall on both
+                steps = args.steps if round_ == 0 else (args.timing_steps or args.steps)
+                rate, d, order = lenscope_run(train, held_out, args, d_sae, steps, root)
+                ours.append(rate)
+                q_ours = q_ours or quality(d, held_out)
+                if have_peer:
+                    rate, peer = saelens_run(train, order, args, d_in, d_sae, root)
+                    theirs.append(rate)
+                    q_theirs = q_theirs or quality(peer, held_out)
+                print(f"d_in {d_in} d_sae {d_sae} round {round_} ({steps} steps): lenscope {ours[-1][0]:,.0f} "
+                      f"tokens/s ({ours[-1][1]:,.0f} per CPU s)"
+                      + (f"; SAELens {theirs[-1][0]:,.0f} ({theirs[-1][1]:,.0f})" if have_peer else "")
+                      + f"; load {load()}", flush=True)
+            rows.append((d_in, d_sae, ours, q_ours, theirs, q_theirs))
+            print(f"d_in {d_in} d_sae {d_sae}: lenscope {q_ours}" + (f"; SAELens {q_theirs}" if have_peer else ""),
+                  flush=True)
+    timing = f", then {args.timing_steps} steps" if args.timing_steps and args.rounds > 1 else ""
+    print(f"\nTopK SAE training, k {args.k}, batch {args.batch}, lr {args.lr}, "
+          f"{args.steps} steps ({args.steps * args.batch:,} tokens; quality after them){timing}, float32, "
+          f"{args.rounds} alternating rounds (best, median in brackets); load average after: {load()}")
     print("| d_in | d_sae | lenscope tokens/s | SAELens tokens/s | speed-up | speed-up per CPU s | EV lenscope | "
           "EV SAELens | L0 lenscope | L0 SAELens | dead lenscope | dead SAELens |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for d_in, ours, q, theirs, p in rows:
+    for d_in, d_sae, ours, q, theirs, p in rows:
         best, mid = max(r[0] for r in ours), statistics.median(r[0] for r in ours)
         cpu = max(r[1] for r in ours)
-        line = f"| {d_in} | {args.expansion * d_in} | {best:,.0f} ({mid:,.0f}) | "
+        line = f"| {d_in} | {d_sae} | {best:,.0f} ({mid:,.0f}) | "
         if theirs:
             t_best, t_mid, t_cpu = (max(r[0] for r in theirs), statistics.median(r[0] for r in theirs),
                                     max(r[1] for r in theirs))

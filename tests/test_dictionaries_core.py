@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lenscope.dictionaries import Dictionary, LossConfig, Spec, init_params, loss
+from lenscope.dictionaries.core import centered_matmul
 from lenscope.errors import ConfigError
 
 jax.config.update("jax_enable_x64", False)
@@ -228,7 +229,8 @@ def test_gated_auxiliary_reconstruction_can_leave_the_decoder_untrained():
 
 
 def test_topk_gather_path_has_the_dense_gradients():
-    """TopK trains through gathered encoder columns and decoder rows; its gradients are the dense computation's."""
+    """TopK trains through its k chosen pre-activations and gathered decoder rows; its gradients are the dense
+    computation's."""
     spec = Spec("topk", D_IN, D_SAE, k=K, rescale_acts_by_decoder_norm=True)
     d = random_dictionary(spec, seed=8)
     x = jnp.asarray(np.random.default_rng(9).normal(size=(TOKENS, D_IN)), jnp.float32)
@@ -241,3 +243,19 @@ def test_topk_gather_path_has_the_dense_gradients():
     for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
         np.testing.assert_allclose(np.asarray(getattr(gather, name)), np.asarray(getattr(want, name)),
                                    rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_centered_matmul_has_autodiffs_gradients_for_x_b_and_w():
+    """The encoder's (x - b_dec) @ W_enc sums b_dec's gradient over tokens before the matmul; the same numbers."""
+    rng = np.random.default_rng(10)
+    x, b, w = (jnp.asarray(rng.normal(size=shape), jnp.float32) for shape in ((3, 5, 6), (6,), (6, 7)))
+    weights = jnp.asarray(rng.normal(size=(3, 5, 7)), jnp.float32)
+
+    def objective(matmul):
+        return jax.grad(lambda x, b, w: jnp.sum(jnp.tanh(matmul(x, b, w)) * weights), argnums=(0, 1, 2))(x, b, w)
+
+    for got, want in zip(objective(centered_matmul), objective(lambda x, b, w: (x - b) @ w)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    stacked = jax.vmap(lambda b: jax.grad(lambda b: jnp.sum(centered_matmul(x, b, w) ** 2))(b))(jnp.stack([b, -b]))
+    plain = jax.vmap(lambda b: jax.grad(lambda b: jnp.sum(((x - b) @ w) ** 2))(b))(jnp.stack([b, -b]))
+    np.testing.assert_allclose(np.asarray(stacked), np.asarray(plain), rtol=1e-5, atol=1e-5)

@@ -19,6 +19,7 @@ from lenscope import Store, run_job
 from lenscope.capture.jax_private import compiled_count
 from lenscope.dictionaries import Dictionary, Spec, attach, run_with_features
 from lenscope.dictionaries.validation import _spliced_program
+from lenscope.errors import ConfigError
 from lenscope.examples.grokking import GrokTrainer
 from lenscope.examples.grokking_sae import GrokSae
 from lenscope.training.checkpoint import read_checkpoint
@@ -165,3 +166,13 @@ def test_learning_rate_warms_up_and_decays_as_saelens_does(model):
     got = [float(trainer.schedule(s)) for s in (0, 9, 10, 29, 30, 35, 40)]
     np.testing.assert_allclose(got, [lr / 10, lr, lr, lr, lr, lr / 2, 0.0], rtol=1e-5, atol=1e-9)
     trainer.cleanup()
+
+
+def test_d_sae_sets_the_width_in_place_of_the_expansion(model):
+    root, store, node = model
+    trainer = GrokSae(SAE + [f"logging/results={root}/results", "sae/d_sae=40"], base=node, store=store)
+    trainer.setup()
+    assert trainer.spec.d_sae == 40 and trainer.state.params["W_enc"].shape[-1] == 40  # not 2 * d_in = 64
+    trainer.cleanup()
+    with pytest.raises(ConfigError, match=r"sae/d_sae must be >= 1, got 0"):
+        GrokSae(SAE + ["sae/d_sae=0"], base=node, store=store)

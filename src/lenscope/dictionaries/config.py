@@ -30,6 +30,8 @@ class SaeConfig(TrainerConfig):
         "sae/architecture", default="topk",
         help="standard (ReLU + L1), topk, batchtopk, jumprelu, gated or matryoshka_batchtopk")
     expansion: int = field("sae/expansion", default=16, ge=1, help="latents per input dimension (d_sae = this * d_in)")
+    d_sae: int | None = field("sae/d_sae", default=None, ge=1,
+                              help="latents of each dictionary (SAELens' d_sae); null: sae/expansion * d_in")
     k: int = field("sae/k", default=32, ge=1, help="topk/batchtopk: active latents per token")
     matryoshka_widths: list[int] | None = field(
         "sae/matryoshka_widths", default=None,

@@ -28,6 +28,27 @@ BATCH_TOPK = ("batchtopk", "matryoshka_batchtopk")  # k on average over a batch;
 PARAMS = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold", "W_skip", "b_mag", "r_mag")
 
 
+@jax.custom_vjp
+def centered_matmul(x: jax.Array, b: jax.Array, w: jax.Array) -> jax.Array:
+    """(x - b) @ w for one shared b [d]; its gradient for b is one vector-matrix product (summed over tokens
+    first), where plain autodiff multiplies the whole [tokens, d_sae] gradient by w's transpose."""
+    return (x - b) @ w
+
+
+def _centered_fwd(x: jax.Array, b: jax.Array, w: jax.Array) -> tuple[jax.Array, tuple]:
+    return (x - b) @ w, (x, b, w)
+
+
+def _centered_bwd(res: tuple, g: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    x, b, w = res
+    rows = g.reshape(-1, g.shape[-1])
+    dw = (x - b).reshape(-1, x.shape[-1]).T @ rows
+    return g @ w.T, -(rows.sum(0) @ w.T), dw  # the first, x's, is dropped by XLA where nothing reads it
+
+
+centered_matmul.defvjp(_centered_fwd, _centered_bwd)
+
+
 @dataclass(frozen=True)
 class Spec:
     """What a dictionary computes (static: hashable, the same for every layer of a stack)."""
@@ -134,7 +155,9 @@ class Dictionary:
     # -- encoding ------------------------------------------------------------------
     def _projected(self, x: jax.Array) -> jax.Array:
         """(x - b_dec) @ W_enc (x @ W_enc when b_dec is not applied to the input) [..., d_sae]."""
-        return (x - self.b_dec if self.spec.apply_b_dec_to_input else x) @ self.W_enc
+        if not self.spec.apply_b_dec_to_input:
+            return x @ self.W_enc
+        return centered_matmul(x, self.b_dec, self.W_enc) if self.b_dec.ndim == 1 else (x - self.b_dec) @ self.W_enc
 
     def hidden_pre(self, x: jax.Array) -> jax.Array:
         """Pre-activations [..., d_sae]: (x - b_dec) @ W_enc + b_enc, times decoder norms when the spec rescales.

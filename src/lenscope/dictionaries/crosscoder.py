@@ -100,9 +100,9 @@ class CrosscoderTrainer(SaeTrainer):
 
     @cached_property
     def spec(self) -> Spec:
-        """One dictionary over every block: d_sae = sae/expansion * one block's width."""
+        """One dictionary over every block: d_sae = sae/d_sae, else sae/expansion * one block's width."""
         width = self.activations["train"].sites[COLUMN].shape[-1] // len(self.blocks)
-        return self.spec_of(width * len(self.blocks), self.args.expansion * width, blocks=len(self.blocks))
+        return self.spec_of(width * len(self.blocks), self.width_of(width), blocks=len(self.blocks))
 
     def _make_lineage(self, mode: Mode) -> Lineage:
         """A new crosscoder's node is a child of every checkpoint it read, in step order."""

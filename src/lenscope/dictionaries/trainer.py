@@ -155,7 +155,11 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
             raise UsageError(f"sae/targets has {len(a.targets)} sites for {len(a.sites)} sae/sites; give one each")
         d_in = self._stacked(acts, self.inputs).shape[-1]
         d_out = self._stacked(acts, list(a.targets)).shape[-1] if a.targets else 0
-        return self.spec_of(d_in, a.expansion * d_in, d_out=d_out)
+        return self.spec_of(d_in, self.width_of(d_in), d_out=d_out)
+
+    def width_of(self, d: int) -> int:
+        """Latents of a dictionary over activations of width d: sae/d_sae, else sae/expansion * d."""
+        return self.args.d_sae or self.args.expansion * d
 
     def spec_of(self, d_in: int, d_sae: int, *, d_out: int = 0, blocks: int = 1) -> Spec:
         """The Spec the config asks for, at these sizes."""
