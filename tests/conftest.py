@@ -22,11 +22,14 @@ pytest_plugins = ["browser", "strict_skips"]  # browser fixtures (tests/browser.
 
 # The longest files (by `pytest --durations`), scheduled first: `make test` hands whole files to two xdist
 # workers in collection order, so a long file collected last keeps one worker busy while the other idles.
-LONGEST_FIRST = ("test_induction_job.py", "test_resume_kill.py", "test_tables.py", "test_docs_pretrained.py",
-                 "test_pretrained_ops.py", "test_dictionaries_trainer.py", "test_mesh.py", "test_sweeps.py",
-                 "test_backends_training.py", "test_interrupt.py", "test_sweeps_first_use.py",
-                 "test_attribution_compare_ui.py", "test_attribution_ui.py", "test_lm_dictionaries.py",
-                 "test_prefix_reuse.py", "test_backends_multiproc.py", "test_lm_jobs.py", "test_ui_across_jobs.py")
+LONGEST_FIRST = ("test_induction_job.py", "test_pretrained_ops.py", "test_mesh.py", "test_dictionaries_trainer.py",
+                 "test_tables.py", "test_resume_kill.py", "test_sweeps.py", "test_backends_training.py",
+                 "test_docs_pretrained.py", "test_sweeps_first_use.py", "test_interrupt.py",
+                 "test_packed_pretrained.py", "test_attribution_ui.py", "test_lm_dictionaries.py", "test_lm_jobs.py",
+                 "test_ui_crosscoder_browser.py", "test_prefix_reuse.py", "test_attribution_compare_ui.py",
+                 "test_ui_across_jobs.py", "test_docs_dictionaries.py", "test_backends_multiproc.py",
+                 "test_dictionaries_crosscoder.py", "test_plots.py", "test_docs_attribution.py", "test_lm_cli.py",
+                 "test_sweeps_dead_worker.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
