@@ -4,11 +4,11 @@ forward and backward, the clipped Adam update, against the whole step, at SAELen
     python bench/sae_profile.py                                  # d_in 768, d_sae 16384 and 24576, k 64
     python bench/sae_profile.py --d-sae 16384 --batch 4096 --repeats 5
 
-Each part is its own jitted program on the same arrays, timed by the median of --repeats calls after a
-warm-up call; the whole step is lenscope's TopK loss (AuxK off: no latent is dead early in training) with its
-gradients and the optimizer, in one program, as SaeTrainer compiles it. The encoder's forward and backward
-includes its forward matmul and TopK; the parts overlap with the fusions of the whole step, so their sum is
-a guide, not an identity.
+Each part is its own jitted program on the same arrays, timed by the median of --repeats interleaved calls
+(_peer_common.interleaved); the whole step is lenscope's TopK loss (AuxK off: no latent is dead early in
+training) with its gradients and the optimizer, in one program, as SaeTrainer compiles it. The encoder's
+forward and backward includes its forward matmul and TopK; the parts overlap with the fusions of the whole
+step, so their sum is a guide, not an identity.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peer_common import configure_threads, load  # noqa: E402
+from _peer_common import configure_threads, interleaved, load  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -34,19 +34,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     return parser.parse_args()
-
-
-def median_ms(fn: Callable, *args, repeats: int) -> float:
-    """Median wall milliseconds of fn(*args) after one warm-up (compiling) call."""
-    import jax
-
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def parts(d_in: int, d_sae: int, k: int, batch: int) -> dict[str, tuple[Callable, tuple]]:
@@ -93,6 +80,13 @@ def parts(d_in: int, d_sae: int, k: int, batch: int) -> dict[str, tuple[Callable
     }
 
 
+def run(fn: Callable, args: tuple) -> None:
+    """One call of a compiled part, waited for."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+
+
 def main() -> None:
     args = parse()
     threads = configure_threads(args.threads)
@@ -103,8 +97,9 @@ def main() -> None:
           f"median of {args.repeats} calls")
     results = {}
     for d_sae in args.d_sae:
-        results[d_sae] = {name: median_ms(fn, *a, repeats=args.repeats)
-                          for name, (fn, a) in parts(args.d_in, d_sae, args.k, args.batch).items()}
+        programs = parts(args.d_in, d_sae, args.k, args.batch)
+        times = interleaved({name: partial(run, fn, a) for name, (fn, a) in programs.items()}, args.repeats)
+        results[d_sae] = {name: statistics.median(values) for name, values in times.items()}
         print(f"d_sae {d_sae} done; load {load()}", flush=True)
     print("\n| part | " + " | ".join(f"d_sae {n} ms | share" for n in args.d_sae) + " |")
     print("|---|" + "---|---|" * len(args.d_sae))
