@@ -66,9 +66,12 @@ def test_a_built_in_job_resolves_whole_without_importing_the_other_examples() ->
 
 def test_the_command_s_exit_runs_atexit_handlers_joins_threads_and_keeps_its_code(tmp_path: Path) -> None:
     mark = tmp_path / "written-by-a-thread"
-    probe = ("import atexit, sys, threading, time\nfrom lenscope.cli.main import entry\n"
+    # an executor never shut down (as a library's can be after a failed write): its idle worker is not a daemon,
+    # and only threading's exit hook, which the interpreter's own exit runs first, stops it
+    probe = ("import atexit, concurrent.futures, sys, threading, time\nfrom lenscope.cli.main import entry\n"
              "atexit.register(lambda: print('atexit ran', flush=True))\n"
              f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(mark)!r}, 'w').write('done'))).start()\n"
+             "pool = concurrent.futures.ThreadPoolExecutor(1)\npool.submit(time.sleep, 0.1)\n"
              "sys.argv = ['lenscope', *sys.argv[1:]]\nentry()\n")
     done = subprocess.run([sys.executable, "-c", probe, "jobs"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
