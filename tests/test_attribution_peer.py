@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 HOW = "pip install 'torch==2.13.0+cpu' -e '.[circuit]'  (circuit-tracer 0.5, torch CPU)"
-pytest.importorskip("torch", reason=f"the circuit-tracer cross-check needs torch: {HOW}")
+# circuit-tracer first: where it is missing (the suite's own environment), torch is not imported at collection
 pytest.importorskip("circuit_tracer", reason=f"the circuit-tracer cross-check needs circuit-tracer: {HOW}")
+pytest.importorskip("torch", reason=f"the circuit-tracer cross-check needs torch: {HOW}")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 

@@ -1,19 +1,34 @@
 """SAELens' file format both ways, checked against sae-lens itself (random weights, CPU torch): same codes and
 reconstructions within 1e-5."""
 
+import importlib.util
+from typing import Any
+
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lenscope.dictionaries import Dictionary, Spec, load_saelens, save_saelens
+from lenscope.errors import UsageError
+
 SKIP = "needs sae-lens: pip install 'torch==2.13.0+cpu' -e '.[saelens]'"
-torch = pytest.importorskip("torch", reason=SKIP)
-sae_lens = pytest.importorskip("sae_lens", reason=SKIP)
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("sae_lens") is None:
+    pytest.skip(SKIP, allow_module_level=True)
 
-import jax.numpy as jnp  # noqa: E402
-from sae_lens import SAE  # noqa: E402
-from sae_lens.registry import get_sae_class  # noqa: E402
 
-from lenscope.dictionaries import Dictionary, Spec, load_saelens, save_saelens  # noqa: E402
-from lenscope.errors import UsageError  # noqa: E402
+def _torch() -> Any:
+    """torch, imported by the first test that needs it: sae-lens and torch take seconds to import, which every test
+    worker would pay at collection."""
+    import torch
+
+    return torch
+
+
+def _sae() -> Any:
+    """sae-lens' SAE class (imported when first needed, as _torch)."""
+    from sae_lens import SAE
+
+    return SAE
 
 D_IN, D_SAE, D_OUT = 8, 24, 5
 CASES = {  # SAELens architecture -> (config overrides, lenscope Spec)
@@ -34,10 +49,12 @@ CASES = {  # SAELens architecture -> (config overrides, lenscope Spec)
 }
 
 
-def saelens_dictionary(case: str) -> SAE:
+def saelens_dictionary(case: str) -> Any:
     """A sae-lens dictionary of the case's architecture with every parameter random."""
     overrides, _ = CASES[case]
-    arch = case.split("-")[0]
+    from sae_lens.registry import get_sae_class
+
+    torch, arch = _torch(), case.split("-")[0]
     sae_class, cfg_class = get_sae_class(arch)
     sae = sae_class(cfg_class(d_in=D_IN, d_sae=D_SAE, **overrides))
     gen = torch.Generator().manual_seed(0)
@@ -49,7 +66,8 @@ def saelens_dictionary(case: str) -> SAE:
     return sae
 
 
-def run_saelens(sae: SAE, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def run_saelens(sae: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    torch = _torch()
     with torch.no_grad():
         xt = torch.from_numpy(x)
         return sae.encode(xt).numpy(), sae(xt).numpy()
@@ -82,7 +100,7 @@ def test_lenscope_files_open_in_saelens(case, tmp_path):
               "b_mag": rng.normal(size=D_SAE) * 0.1, "r_mag": rng.normal(size=D_SAE) * 0.3}
     d = Dictionary.of(spec, {k: jnp.asarray(v, jnp.float32) for k, v in params.items()})
     save_saelens(d, tmp_path, metadata={"hook_name": "blocks_0/mlp"})
-    sae = SAE.load_from_disk(tmp_path)
+    sae = _sae().load_from_disk(tmp_path)
     assert sae.cfg.architecture() == case.split("-")[0] and sae.cfg.metadata.hook_name == "blocks_0/mlp"
     for ours, theirs in zip(run_lenscope(d, X), run_saelens(sae, X)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
@@ -97,7 +115,7 @@ def test_batchtopk_is_saved_as_the_jumprelu_it_acts_as(spec, tmp_path):
                              "b_enc": jnp.zeros(D_SAE), "b_dec": jnp.zeros(D_IN), "threshold": jnp.full(D_SAE, 0.7),
                              "W_dec": jnp.asarray(rng.normal(size=(D_SAE, D_IN)), jnp.float32)})
     save_saelens(d, tmp_path)
-    sae = SAE.load_from_disk(tmp_path)
+    sae = _sae().load_from_disk(tmp_path)
     assert sae.cfg.architecture() == "jumprelu"
     np.testing.assert_allclose(run_lenscope(d, X)[1], run_saelens(sae, X)[1], rtol=1e-5, atol=1e-5)
 

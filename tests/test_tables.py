@@ -210,11 +210,11 @@ def _peaks(tmp_path: Path, batches: int, rows_per_batch: int = ROWS) -> tuple[in
 def test_memory_stays_bounded_by_one_batch_as_the_split_grows(tmp_path):
     _peaks(tmp_path / "warm", 1, rows_per_batch=64)  # first-use imports and caches
     small_stream, small_run, _ = _peaks(tmp_path, 2)
-    big_stream, big_run, big_file = _peaks(tmp_path, 12)
-    table_bytes = ROWS * 12 * (16 + 1 + 1 + 2) * 4  # the 6x table's raw values
-    # Streaming rows to Parquet holds a few batches whatever the split size (6x the rows here; Arrow keeps a
-    # small record per written batch, not its rows): holding the 10 extra batches would add 0.83 * table_bytes;
-    # measured growth is about 0.14 * table_bytes (0.08-0.13 with 1024-row batches: Arrow's per-batch record) ...
+    big_stream, big_run, big_file = _peaks(tmp_path, 6)
+    table_bytes = ROWS * 6 * (16 + 1 + 1 + 2) * 4  # the 3x table's raw values
+    # Streaming rows to Parquet holds a few batches whatever the split size (3x the rows here; Arrow keeps a
+    # small record per written batch, not its rows): holding the 4 extra batches would add 0.67 * table_bytes;
+    # measured growth is about 0.1 * table_bytes (Arrow's per-batch record) ...
     assert big_stream - small_stream < table_bytes / 4, (small_stream, big_stream, table_bytes)
     # ... and a whole run adds only the finished file's bytes, read once to store them on the node.
     assert big_run - small_run < big_file + table_bytes / 10, (small_run, big_run, big_file)
