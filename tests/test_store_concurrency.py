@@ -61,8 +61,10 @@ def _run_and_kill(url: str, node: str, after: int) -> list[int]:
         if len(reported) >= after:
             proc.send_signal(signal.SIGKILL)
             break
-    rest, err = proc.communicate(timeout=60)
-    reported += [int(line) for line in rest.split()]
+    # the lines the iteration read ahead into its buffer, then the pipe to its end (communicate() would read only
+    # the pipe, and a reported index left in the buffer would look like a write committed unreported)
+    reported += [int(line) for line in proc.stdout.read().split()]
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL, err
     return reported
 
