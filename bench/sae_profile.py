@@ -3,12 +3,19 @@ forward and backward, the clipped Adam update, against the whole step, at SAELen
 
     python bench/sae_profile.py                                  # d_in 768, d_sae 16384 and 24576, k 64
     python bench/sae_profile.py --d-sae 16384 --batch 4096 --repeats 5
+    python bench/sae_profile.py --d-sae 16384 --hugepages 3      # glibc's huge pages off and on, in turn
 
 Each part is its own jitted program on the same arrays, timed by the median of --repeats interleaved calls
 (_peer_common.interleaved); the whole step is lenscope's TopK loss (AuxK off: no latent is dead early in
 training) with its gradients and the optimizer, in one program, as SaeTrainer compiles it. The encoder's
 forward and backward includes its forward matmul and TopK; the parts overlap with the fusions of the whole
-step, so their sum is a guide, not an identity.
+step, so their sum is a guide, not an identity. "whole step, state donated" is the same step with the dictionary
+and the optimizer state donated and carried from call to call, as the trainer runs it.
+
+--hugepages N runs the profile in 2N child processes, in turn without and with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+(glibc >= 2.35: its large allocations on transparent huge pages, where the kernel's THP mode is `madvise`), and
+prints the donated step's median over them and the ratio: XLA allocates a step's large buffers afresh each call,
+and each fresh 4 KiB page is a fault the kernel zeroes.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hugepages", type=int, default=0, metavar="N",
+                        help="N rounds of child processes without and with glibc's huge pages (see above)")
     return parser.parse_args()
 
 
@@ -77,7 +86,25 @@ def parts(d_in: int, d_sae: int, k: int, batch: int) -> dict[str, tuple[Callable
                                                            (d, values, indices)),
         "clipped Adam update": (jax.jit(adam), (d, grads, opt_state)),
         "whole step": (jax.jit(step), (d, x, opt_state)),
+        DONATED: (Donated(step, d, opt_state), (x,)),
     }
+
+
+class Donated:
+    """The whole step jitted with the dictionary and optimizer state donated, as the trainer compiles it: each call
+    takes the state the previous call returned (updated in place), starting from private copies of the inputs."""
+
+    def __init__(self, step: Callable, d: object, opt_state: object) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        self.step = jax.jit(step, donate_argnums=(0, 2))
+        self.state = jax.tree_util.tree_map(jnp.copy, (d, opt_state))
+
+    def __call__(self, x: object) -> object:
+        d, opt_state = self.step(self.state[0], x, self.state[1])
+        self.state = (d, opt_state)
+        return d
 
 
 def run(fn: Callable, args: tuple) -> None:
@@ -87,8 +114,41 @@ def run(fn: Callable, args: tuple) -> None:
     jax.block_until_ready(fn(*args))
 
 
+DONATED = "whole step, state donated (as SaeTrainer)"
+HUGE = "glibc.malloc.hugetlb=1"
+
+
+def hugepages(args: argparse.Namespace) -> None:
+    """The donated step without and with glibc's huge pages, each in fresh processes, in turn."""
+    import os
+    import subprocess
+
+    sizes = [str(n) for n in args.d_sae]
+    command = [sys.executable, __file__, "--d-sae", *sizes, "--d-in", str(args.d_in), "--k", str(args.k),
+               "--batch", str(args.batch), "--repeats", str(args.repeats), "--threads", str(args.threads)]
+    times: dict[str, list[list[float]]] = {"off": [], "on": []}
+    for round_ in range(args.hugepages):
+        for name, tunables in (("off", ""), ("on", HUGE)):
+            env = {**os.environ, "GLIBC_TUNABLES": tunables}
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+            row = next(line for line in out.splitlines() if line.startswith(f"| {DONATED} |"))
+            times[name].append([float(cell) for cell in row.split("|")[2:-1:2]])
+        print(f"round {round_ + 1}/{args.hugepages}: off {times['off'][-1]}, on {times['on'][-1]} ms; load {load()}",
+              flush=True)
+    print(f"\n{DONATED}, median ms of {args.hugepages} processes each (GLIBC_TUNABLES={HUGE} or unset)")
+    print("| d_sae | huge pages off | huge pages on | on / off |")
+    print("|---|---|---|---|")
+    for i, n in enumerate(args.d_sae):
+        off, on = (statistics.median(t[i] for t in times[k]) for k in ("off", "on"))
+        print(f"| {n} | {off:.1f} | {on:.1f} | {on / off:.2f}x |")
+    print(f"load average after: {load()}")
+
+
 def main() -> None:
     args = parse()
+    if args.hugepages:
+        hugepages(args)
+        return
     threads = configure_threads(args.threads)
     import jax
 
