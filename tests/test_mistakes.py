@@ -206,6 +206,15 @@ def snapshot(root: Path) -> tuple[dict, dict]:
     return files, tables
 
 
+def changed_files(root: Path, before: tuple[dict, dict], after: tuple[dict, dict]) -> dict[str, dict]:
+    """Each path whose snapshot entry differs: its hash before and after (None: absent, or a readable database),
+    whether it exists now, and whether the after snapshot read it as a database."""
+    files_before, files_after = before[0], after[0]
+    paths = {p for p in set(files_before) | set(files_after) if files_before.get(p) != files_after.get(p)}
+    return {p: {"before": files_before.get(p), "after": files_after.get(p), "exists": (root / p).exists(),
+                "read as a database after": any(key.startswith(f"{p}:") for key in after[1])} for p in sorted(paths)}
+
+
 def _dump(path: Path, relative: str, tables: dict) -> bool:
     """Add every row of every table of the database at `path` to `tables`; False when it cannot be read.
 
@@ -380,7 +389,7 @@ def test_a_mistake_is_one_line_its_exit_code_and_writes_nothing(world, case, arg
         assert fragment in line, (fragment, line)
     assert "For simplicity, JAX" not in err and "marked failed" not in err
     after = snapshot(world.root)
-    assert after[0] == before[0], "files changed"
+    assert after[0] == before[0], f"files changed: {changed_files(world.root, before, after)}"
     assert after[1] == before[1], "store rows changed"
     assert not list(world.root.parent.rglob("ESCAPED.txt"))
 
