@@ -124,22 +124,12 @@ def entry() -> NoReturn:
     its CPU time (docs/training.md).
     """
     code = main()
-    _join_threads()
+    # What Py_Finalize does first: threading's exit hooks, which stop the idle workers of executors never shut down
+    # (a library's, after a failed write), then a join of every non-daemon thread; joining without the hooks would
+    # wait on such a worker forever.
+    threading._shutdown()
     atexit._run_exitfuncs()  # what Py_Finalize runs next; the only stdlib way to run them and then os._exit
     _leave(code)
-
-
-def _join_threads() -> None:
-    """What the interpreter's exit does first: threading's exit hooks, which stop the idle workers of executors never
-    shut down (a library's, after a failed write), then a join of every thread that is not a daemon; joining
-    without the hooks waits on such a worker forever."""
-    shutdown = getattr(threading, "_shutdown", None)  # the function Py_Finalize calls, in every CPython since 3.4
-    if shutdown is not None:
-        shutdown()
-        return
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
 
 
 def _leave(code: int) -> NoReturn:

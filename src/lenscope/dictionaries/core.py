@@ -36,13 +36,14 @@ def centered_matmul(x: jax.Array, b: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def _centered_fwd(x: jax.Array, b: jax.Array, w: jax.Array) -> tuple[jax.Array, tuple]:
-    return (x - b) @ w, (x, b, w)
+    centered = x - b
+    return centered @ w, (centered, w)
 
 
 def _centered_bwd(res: tuple, g: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    x, b, w = res
+    centered, w = res
     rows = g.reshape(-1, g.shape[-1])
-    dw = (x - b).reshape(-1, x.shape[-1]).T @ rows
+    dw = centered.reshape(-1, centered.shape[-1]).T @ rows
     return g @ w.T, -(rows.sum(0) @ w.T), dw  # the first, x's, is dropped by XLA where nothing reads it
 
 
