@@ -64,7 +64,7 @@ def main() -> int:
         tcs = transcoders(shape.layers, shape.d_model, d_features, bias=0.0, threshold=THRESHOLD)
         prompt = np.random.default_rng(0).integers(1, shape.vocab, n_pos)
         prompt[0] = 0
-        ours = Attributor(ReferenceTransformer.of(model, lambda p, m=model: m.bind({"params": p})), tcs)
+        ours = Attributor(ReferenceTransformer.of(model), tcs)
         peer = _ct_peer.replacement_model(params, shape, tcs, threads=args.threads)
         start = time.perf_counter()
         mine = ours.graph(params, prompt, batch_size=args.batch_size, progress=False)

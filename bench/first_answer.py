@@ -6,9 +6,10 @@ threads: the models of bench/attribution.py.
 
 (a) One process, one model: 5 prompts of 5 lengths, one after the other, each a new prompt on both sides (lenscope's
     compile cache starts empty: a bucket's first prompt compiles its programs, the later ones reuse them).
-(b) A second process with the persistent compile cache that (a) filled ($LENSCOPE_COMPILE_CACHE, a temp folder):
-    lenscope's first graph of a new prompt in a bucket (a) compiled, against circuit-tracer's first graph in a fresh
-    process of its own. Each child's import and model set-up are printed too.
+(b) A second process with the compile cache folder that (a) filled ($LENSCOPE_COMPILE_CACHE, a temp folder: JAX's
+    persistent cache and lenscope's saved programs): lenscope's first graph of a new prompt in a bucket (a)
+    compiled, against circuit-tracer's first graph in a fresh process of its own. Each child's import and model
+    set-up are printed too.
 Each pair of graphs is checked to agree (the same active features, adjacency within 1e-4 relative). The goals are
 the issue's; the load average is printed with each table (a shared machine inflates both sides' wall times). Needs
 circuit-tracer (`pip install 'torch==2.13.0+cpu' -e '.[circuit]'`, .venv-circuit); without it it says so and exits 0.
@@ -57,7 +58,7 @@ def build(size: int, side: str, threads: int) -> tuple[Any, Any]:
     if side == "lenscope":
         from lenscope.attribution import Attributor, ReferenceTransformer
 
-        ours = Attributor(ReferenceTransformer.of(model, lambda p, m=model: m.bind({"params": p})), tcs)
+        ours = Attributor(ReferenceTransformer.of(model), tcs)
         return ours, params
     import _ct_peer
 
@@ -93,7 +94,9 @@ def child(args: argparse.Namespace) -> int:
         _ct_peer.graph(graph_maker, tokens, batch_size=args.batch_size)
     done = time.perf_counter()
     print(json.dumps({"import": imported - start, "setup": built - imported, "graph": done - built,
-                      "cache": f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses" if cache else ""}))
+                      "cache": (f"{getattr(graph_maker, 'loaded', 0)} saved programs loaded; JAX's cache: "
+                                f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses")
+                      if args.child == "lenscope" else ""}))
     return 0
 
 
@@ -178,7 +181,7 @@ def main() -> int:
         print(f"\n(b) a second process, the persistent compile cache warm from (a); a new prompt of "
               f"{', '.join(str(s[3][SECOND]) for s in SIZES)} tokens; each side in a fresh process; seconds; "
               f"load average {load()}")
-        print(f"{'model':6s} {'side':15s} {'import':>7s} {'set-up':>7s} {'first graph':>12s}  persistent cache")
+        print(f"{'model':6s} {'side':15s} {'import':>7s} {'set-up':>7s} {'first graph':>12s}  programs")
         for size, (name, *_) in enumerate(SIZES):
             ours, theirs = second_process(size, "lenscope", args), second_process(size, "peer", args)
             for side, run in (("lenscope", ours), ("circuit-tracer", theirs)):

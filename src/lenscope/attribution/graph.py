@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..capture.jax_private import compiled_count
 from ..compile_cache import use_user_compile_cache
 from ..errors import UsageError
 from ..training.progress import Progress
@@ -23,6 +22,7 @@ from .influence import partial_influence
 from .padding import Capacities, Cut, pad_sources, padded_length
 from .programs import Programs
 from .protocols import ReplacementModel, Transcoder
+from .saved import SavedPrograms, program_key
 from .shape_record import SHAPES_FILE, ShapeRecord
 
 Array = jax.Array
@@ -139,15 +139,22 @@ class Attributor:
         self._programs = Programs(tops, n_layers, record, described)
         self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
         # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
-        # batch of rows, so it gets XLA's full optimization
-        self._setup = jax.jit(self._setup_fn, compiler_options=QUICK)
-        self._rows = jax.jit(self._rows_fn, static_argnums=6)
+        # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
+        # transcoders say what they compute (saved.py).
+        key = program_key(model, self.transcoders) if cache is not None else None
+        self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, QUICK)
+        self._rows = SavedPrograms(self._rows_fn, "attribution-rows", key, cache, static_argnums=(6,))
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
 
     @property
     def compilations(self) -> int:
-        """Programs compiled so far (setup and edge programs, one per argument shape and layer group each)."""
-        return compiled_count(self._setup) + compiled_count(self._rows)
+        """Programs compiled or loaded so far (setup and edge programs, one per argument shape and layer group)."""
+        return self._setup.count + self._rows.count
+
+    @property
+    def loaded(self) -> int:
+        """Of `compilations`, the programs loaded from an earlier process's saved executables."""
+        return self._setup.loaded + self._rows.loaded
 
     def _setup_fn(self, params: Any, tokens: Array, skip: Array, length: Array) -> tuple:
         clean = self.model.clean(params, tokens)

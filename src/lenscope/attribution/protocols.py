@@ -49,6 +49,10 @@ class ReplacementModel(Protocol):
     Optional: `max_positions` (int, or None for no limit). A model that has it says it is causal (no real position
     sees a later one), so the Attributor pads its prompts on the right to shape buckets of at most that many
     positions (attribution/padding.py); a model without it runs every prompt at its exact length.
+
+    Optional: `program_key` (str, or None). A model that has one says its programs depend on nothing but that
+    key, lenscope's source and the arguments' shapes, so the Attributor saves them as executables for the next
+    process (attribution/saved.py); None (or no such attribute) leaves them to JAX's persistent cache.
     """
 
     n_layers: int

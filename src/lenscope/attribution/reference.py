@@ -51,20 +51,32 @@ class ReferenceTransformer:
     (the trainer's `module`): embeddings, blocks (attn query/key/value/out, mlp, optional ln1/ln2), ln_final,
     unembed."""
 
-    def __init__(self, bound: Callable[[Any], Any], n_layers: int, use_ln: bool, max_positions: int) -> None:
+    def __init__(self, bound: Callable[[Any], Any], n_layers: int, use_ln: bool, max_positions: int,
+                 program_key: str | None = None) -> None:
         self.bound = bound
         self.n_layers = n_layers
         self.use_ln = use_ln
         self.max_positions = max_positions  # seq_len, its learned positions (causal: padded on the right)
+        self.program_key = program_key  # set only where lenscope binds the model itself (see `of`)
 
     @classmethod
-    def of(cls, model: Any, bound: Callable[[Any], Any]) -> ReferenceTransformer:
-        """The view of a reference Transformer definition `model` (linen fields, or NNX/Equinox attributes)."""
+    def of(cls, model: Any, bound: Callable[[Any], Any] | None = None) -> ReferenceTransformer:
+        """The view of a reference Transformer definition `model` (linen fields, or NNX/Equinox attributes),
+        reached through `bound(params)`. Without `bound`, a linen `lenscope.models.Transformer` is bound to its
+        parameters by lenscope itself, and then its definition keys saved programs (`program_key`)."""
         parts = ("embed", "pos_embed", "unembed")
         if not hasattr(model, "n_layers") and not all(hasattr(model, name) for name in parts):
             raise UsageError(f"{type(model).__name__} is not a lenscope reference Transformer; attribution graphs "
                              "need a ReplacementModel adapter for it (lenscope.attribution.protocols)")
         limit = int(model.seq_len) if hasattr(model, "seq_len") else int(_value(model.pos_embed).shape[0])
+        if bound is None:
+            if not (hasattr(model, "n_layers") and hasattr(model, "bind")):
+                raise UsageError(f"ReferenceTransformer.of({type(model).__name__}) needs `bound` (params -> the "
+                                 "model with those parameters) unless the model is a linen Transformer")
+            key = f"{type(model).__module__}.{type(model).__qualname__}:{model!r}"
+            own = type(model).__module__.startswith("lenscope.")  # a user's subclass may compute anything
+            return cls(lambda params: model.bind({"params": params}), int(model.n_layers), bool(model.use_ln),
+                       limit, key if own else None)
         if hasattr(model, "n_layers"):  # a linen definition: its submodules exist only once bound
             return cls(bound, int(model.n_layers), bool(model.use_ln), limit)
         return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None, limit)

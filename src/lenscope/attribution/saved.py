@@ -1,0 +1,170 @@
+"""Compiled programs saved as executables under a key of lenscope's own, so that a later process runs a prompt's
+programs without tracing or lowering them (JAX's persistent cache must trace and lower a program to find it).
+
+Only for a replacement model that states what its programs compute (its `program_key`). The key joins that key,
+lenscope's source, the versions of JAX, jaxlib, NumPy, Flax and Equinox, XLA's flags, JAX's numeric settings, the
+devices, the values held as constants in the programs (the transcoders'), the compile options, the arguments'
+structure, shapes, dtypes and devices, and the static arguments. Arguments on several devices are not saved. A file
+that cannot be read back is removed and the program compiled again; files are written under a temporary name, then
+renamed. A program that JAX's persistent cache already held is not saved (XLA's CPU client serializes such an
+executable without its code), so programs are saved by the process that compiles them first.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jax.experimental import serialize_executable
+
+from ..capture.jax_private import compiled_count
+
+FOLDER = "saved_programs"  # beside JAX's persistent cache entries, in the same folder
+_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_disable_most_optimizations",
+             "jax_default_prng_impl", "jax_numpy_dtype_promotion")
+_PACKAGES = ("jax", "jaxlib", "numpy", "flax", "equinox")
+
+
+@functools.cache
+def _environment() -> str:
+    """What every saved program depends on in this process: lenscope's source, package versions, XLA's flags."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for package in _PACKAGES:
+        try:
+            digest.update(f"{package}={metadata.version(package)};".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package}=-;".encode())
+    digest.update(os.environ.get("XLA_FLAGS", "").encode())
+    return digest.hexdigest()
+
+
+def constants_digest(arrays: Sequence[Any]) -> str:
+    """A digest of the values a program holds as constants (dtype, shape and bytes of each array)."""
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(np.asarray(array))
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(memoryview(array).cast("B"))
+    return digest.hexdigest()
+
+
+_cache_hits = [0]  # JAX's persistent-cache hits in this process (an explicit registry: JAX keeps its listeners)
+
+
+def _count_hit(event: str, **_: Any) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _cache_hits[0] += 1
+
+
+jax.monitoring.register_event_listener(_count_hit)
+
+
+def _own(value: Any) -> bool:
+    return type(value).__module__.startswith("lenscope.")
+
+
+def program_key(model: Any, transcoders: Sequence[Any]) -> str | None:
+    """The key of an Attributor's programs: the model's `program_key` and each transcoder's type, spec and values;
+    None (nothing saved) unless the model has a key and every transcoder is lenscope's own."""
+    key = getattr(model, "program_key", None)
+    if key is None or not all(_own(t) for t in transcoders):
+        return None
+    parts = [f"{type(model).__qualname__}:{key}"]
+    for t in transcoders:
+        parts.append(f"{type(t).__qualname__}:{getattr(t, 'spec', None)!r}:"
+                     f"{constants_digest(jax.tree_util.tree_leaves(t))}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _describe(args: Sequence[Any]) -> str | None:
+    """The arguments' structure, shapes, dtypes, weak types and device; None when one lies on several devices."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    parts = [str(tree)]
+    for leaf in leaves:
+        if isinstance(leaf, jax.Array):
+            devices = leaf.sharding.device_set
+            if len(devices) != 1:
+                return None
+            parts.append(f"{leaf.dtype.str}{leaf.shape}{leaf.weak_type}@{next(iter(devices)).id}")
+        else:
+            leaf = np.asarray(leaf)
+            parts.append(f"{leaf.dtype.str}{leaf.shape}")
+    return ";".join(parts)
+
+
+class SavedPrograms:
+    """One function's compiled programs, by argument shapes and static arguments: with a `key` and a `folder`,
+    each is compiled once, saved, and loaded by a later process; otherwise they are `jax.jit`'s own."""
+
+    def __init__(self, fn: Callable, name: str, key: str | None, folder: Path | None,
+                 compiler_options: dict[str, Any] | None = None, static_argnums: tuple[int, ...] = ()) -> None:
+        self._jit = jax.jit(fn, static_argnums=static_argnums, compiler_options=compiler_options)
+        self._static = static_argnums
+        options = sorted((compiler_options or {}).items())
+        self._prefix = None if key is None or folder is None else f"{name}|{key}|{options}"
+        self._folder = None if folder is None else Path(folder) / FOLDER
+        self._programs: dict[tuple, Any] = {}
+        self.loaded = 0  # programs read from files (the rest of `count` were compiled)
+
+    @property
+    def count(self) -> int:
+        """Programs compiled or loaded so far."""
+        return compiled_count(self._jit) + len(self._programs)
+
+    def __call__(self, *args: Any) -> Any:
+        if self._prefix is None:
+            return self._jit(*args)
+        dynamic = [a for i, a in enumerate(args) if i not in self._static]
+        static = tuple(args[i] for i in self._static)
+        described = _describe(dynamic)
+        if described is None:
+            return self._jit(*args)
+        program = self._programs.get((static, described))
+        if program is None:
+            program = self._programs[(static, described)] = self._load_or_compile(args, static, described)
+        return program(*dynamic)
+
+    def _load_or_compile(self, args: Sequence[Any], static: tuple, described: str) -> Any:
+        settings = [str(getattr(jax.config, name, None)) for name in _SETTINGS]
+        devices = [jax.default_backend(), jax.process_count(), *(d.device_kind for d in jax.local_devices())]
+        text = f"{self._prefix}|{static!r}|{described}|{settings}|{devices}|{_environment()}"
+        path = self._folder / f"{hashlib.sha256(text.encode()).hexdigest()[:40]}.xla"
+        if path.exists():
+            try:
+                payload, in_tree, out_tree = pickle.loads(path.read_bytes())
+                program = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+                self.loaded += 1
+                return program
+            except Exception:  # noqa: BLE001 - a damaged or foreign file: compile again, and replace it
+                pass
+            path.unlink(missing_ok=True)
+        hits = _cache_hits[0]
+        program = self._jit.lower(*args).compile()
+        if _cache_hits[0] == hits:  # an executable JAX's cache loaded serializes without its code: not saved
+            self._save(path, program)
+        return program
+
+    def _save(self, path: Path, program: Any) -> None:
+        """Write the program's executable to `path` (temporary name, then rename); a folder that cannot be written
+        leaves the program unsaved."""
+        try:
+            data = pickle.dumps(serialize_executable.serialize(program))
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".saving-")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, path)
+        except OSError:
+            return
