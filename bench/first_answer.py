@@ -178,7 +178,7 @@ def main() -> int:
         os.environ["LENSCOPE_COMPILE_CACHE"] = cache  # read when the first Attributor is made: empty now
         for size in range(len(SIZES)):
             goals.update(one_process(size, args)[1])
-        print(f"\n(b) a second process, the persistent compile cache warm from (a); a new prompt of "
+        print(f"\n(b) a second process, the compile cache folder warm from (a); a new prompt of "
               f"{', '.join(str(s[3][SECOND]) for s in SIZES)} tokens; each side in a fresh process; seconds; "
               f"load average {load()}")
         print(f"{'model':6s} {'side':15s} {'import':>7s} {'set-up':>7s} {'first graph':>12s}  programs")
