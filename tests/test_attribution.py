@@ -128,13 +128,15 @@ def test_bad_inputs_are_refused_by_name(setup):
         Attributor(attributor.model, [object(), object()])
 
 
+GROK = ["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8"]
+
+
 @pytest.fixture(scope="module")
 def grok(tmp_path_factory):
     from lenscope.examples.grokking import GrokTrainer
 
     root = tmp_path_factory.mktemp("grok")
-    trainer = GrokTrainer(["data/p=11", "model/d_model=16", "model/d_mlp=64", "model/n_heads=2", "model/d_head=8",
-                           f"store/url={root}/store", f"logging/results={root}/results"])
+    trainer = GrokTrainer([*GROK, f"store/url={root}/store", f"logging/results={root}/results"])
     return trainer, transcoders(1, 16, 128, bias=0.5)
 
 
@@ -147,6 +149,31 @@ def test_grokking_transformer_graph_matches_interventions(grok):
     _, errors = check_columns(attributor, trainer.state.params, graph, 100, skip_positions=0)
     assert errors.max() <= ATOL
     assert 0.0 <= float(out.replacement_score) <= 1.0 and 0.0 <= float(out.completeness_score) <= 1.0
+
+
+def test_the_op_on_a_linen_trainer_saves_programs_a_later_attributor_loads(grok, tmp_path):
+    """lenscope binds a plain linen trainer's model itself, so the op's programs are saved (attribution/saved.py)
+    and a later Attributor, as the next process's op would, loads them and draws the same graph; a trainer with a
+    `module` of its own keeps JAX's cache only."""
+    from lenscope.examples.grokking import GrokTrainer
+
+    trainer, tcs = grok
+    assert trainer.binding_key() is not None and replacement_model(trainer).program_key == trainer.binding_key()
+    out = lenscope.ops.compute_attribution_graph(trainer, transcoders=tcs, skip_positions=0, batch_size=64,
+                                                 example=1)
+    graph, _ = graph_of(out)
+    later = Attributor(replacement_model(trainer), tcs)
+    again = later.graph(trainer.state.params, graph.input_tokens, skip_positions=0, batch_size=64, progress=False)
+    assert later.loaded == later.compilations >= 2
+    np.testing.assert_array_equal(again.active_features, graph.active_features)
+    np.testing.assert_allclose(again.adjacency, graph.adjacency, atol=1e-6)
+
+    class Custom(GrokTrainer):
+        def module(self, params, *args, **kwargs):
+            return super().module(params, *args, **kwargs)
+
+    custom = Custom([*GROK, f"store/url={tmp_path}/store", f"logging/results={tmp_path}/results"])
+    assert custom.binding_key() is None and replacement_model(custom).program_key is None
 
 
 def test_a_text_prompt_on_a_model_without_a_tokenizer_is_refused_by_name(grok):

@@ -72,19 +72,30 @@ def _final_site(m: Decoder) -> Any:
     return m.ln_final.hook_normalized if m.ln_final is not None else m.blocks[-1].hook_resid_post
 
 
+def _itself(decoder: Decoder) -> Decoder:
+    return decoder
+
+
 class DecoderReplacement:
     """The replacement-model view of a pretrained Decoder reached through `bound(params)`."""
 
-    def __init__(self, bound: Callable[[Any], Decoder], n_layers: int, max_positions: int | None) -> None:
+    def __init__(self, bound: Callable[[Any], Decoder], n_layers: int, max_positions: int | None,
+                 program_key: str | None = None) -> None:
         # causal: padded on the right, up to its learned positions (GPT-2's n_positions; None: rotary, no limit)
         self.bound, self.n_layers, self.max_positions = bound, n_layers, max_positions
+        self.program_key = program_key  # what keys saved programs (attribution/saved.py), None: nothing saved
 
     @classmethod
-    def of(cls, model: Any, bound: Callable[[Any], Any]) -> DecoderReplacement:
-        """The view of a Decoder; a UsageError for a parallel-MLP or otherwise unsupported one."""
+    def of(cls, model: Any, bound: Callable[[Any], Any] | None = None,
+           program_key: str | None = None) -> DecoderReplacement:
+        """The view of a Decoder reached through `bound(params)`; without `bound` the params are the Decoder itself
+        (their structure, in the arguments, keys saved programs); with one, `program_key` (a promise that
+        `bound(params)` computes nothing else, e.g. the trainer's `binding_key()`) does."""
         if not isinstance(model, Decoder):
             raise UsageError(f"{type(model).__name__} is not a lenscope pretrained Decoder")
-        return cls(bound, model.config.n_layers, model.config.n_positions)
+        if bound is None:
+            return cls(_itself, model.config.n_layers, model.config.n_positions, "the Decoder itself")
+        return cls(bound, model.config.n_layers, model.config.n_positions, program_key)
 
     def _tapped(self, model: Decoder, embed: Any) -> tuple[Decoder, list[list], list[list]]:
         """The model with each MLP input and the final readout tapped, and `embed` as the embedding hook."""

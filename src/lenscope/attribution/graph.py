@@ -141,7 +141,12 @@ class Attributor:
         # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
         # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
         # transcoders say what they compute (saved.py).
-        key = program_key(model, self.transcoders) if cache is not None else None
+        # the transcoders' arrays are the setup program's arguments, not constants baked into it (a copy per bucket,
+        # in memory and in the compile cache), unless a transcoder of the user's is not a pytree of arrays
+        leaves, self._transcoder_tree = jax.tree_util.tree_flatten(self.transcoders)
+        held = all(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
+        self._transcoder_leaves = tuple(jax.device_put(leaves)) if held else None
+        key = program_key(model, self.transcoders) if cache is not None and held else None
         self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, QUICK)
         self._rows = SavedPrograms(self._rows_fn, "attribution-rows", key, cache, static_argnums=(6,))
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
@@ -156,12 +161,13 @@ class Attributor:
         """Of `compilations`, the programs loaded from an earlier process's saved executables."""
         return self._setup.loaded + self._rows.loaded
 
-    def _setup_fn(self, params: Any, tokens: Array, skip: Array, length: Array) -> tuple:
+    def _setup_fn(self, params: Any, held: tuple | None, tokens: Array, skip: Array, length: Array) -> tuple:
         clean = self.model.clean(params, tokens)
         acts, errors = [], []
         position = jnp.arange(tokens.shape[0])
         keep = ((position >= skip) & (position < length))[:, None]  # no nodes at skipped or padded positions
-        for layer, transcoder in enumerate(self.transcoders):
+        transcoders = self.transcoders if held is None else self._transcoder_tree.unflatten(held)
+        for layer, transcoder in enumerate(transcoders):
             a = transcoder.encode(clean.readout.mlp_in[layer]) * keep
             acts.append(a)
             errors.append((clean.mlp_out[layer] - transcoder.decode(a)) * keep)  # no skip: refused at construction
@@ -192,8 +198,8 @@ class Attributor:
                              f"got {skip_positions!r}")
         n_pos, width = int(tokens.shape[0]), padded_length(self.model, int(tokens.shape[0]), self.buckets)
         tokens = jax.device_put(np.pad(tokens, (0, width - n_pos)))
-        clean, acts, errors, token_vecs, unembedding = self._setup(params, tokens, np.int32(skip_positions),
-                                                                   np.int32(n_pos))
+        clean, acts, errors, token_vecs, unembedding = self._setup(params, self._transcoder_leaves, tokens,
+                                                                   np.int32(skip_positions), np.int32(n_pos))
         found, values, encoders, decoders = [], [], [], []
         for layer, (a, (w_enc, w_dec)) in enumerate(zip(acts, self._host)):
             a = np.asarray(a)

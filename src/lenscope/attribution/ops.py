@@ -36,9 +36,10 @@ def replacement_model(trainer: Any) -> Any:
     own = getattr(trainer, "replacement_model", None)
     if callable(own):
         return own()
+    key = trainer.binding_key() if callable(getattr(trainer, "binding_key", None)) else None
     if isinstance(trainer.model, Decoder):
-        return DecoderReplacement.of(trainer.model, trainer.module)
-    return ReferenceTransformer.of(trainer.model, trainer.module)
+        return DecoderReplacement.of(trainer.model, trainer.module, key)
+    return ReferenceTransformer.of(trainer.model, trainer.module, key)
 
 
 def token_text(trainer: Any) -> Any:

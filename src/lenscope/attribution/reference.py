@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from ..errors import UsageError
 from ..models.transformer import attention_pattern, causal_mask, check_length
+from ..training.kinds.linen import linen_key
 from .protocols import CleanPass, Readout
 
 Array = jax.Array
@@ -60,10 +61,12 @@ class ReferenceTransformer:
         self.program_key = program_key  # set only where lenscope binds the model itself (see `of`)
 
     @classmethod
-    def of(cls, model: Any, bound: Callable[[Any], Any] | None = None) -> ReferenceTransformer:
+    def of(cls, model: Any, bound: Callable[[Any], Any] | None = None,
+           program_key: str | None = None) -> ReferenceTransformer:
         """The view of a reference Transformer definition `model` (linen fields, or NNX/Equinox attributes),
         reached through `bound(params)`. Without `bound`, a linen `lenscope.models.Transformer` is bound to its
-        parameters by lenscope itself, and then its definition keys saved programs (`program_key`)."""
+        parameters by lenscope itself, and then its definition keys saved programs; with one, `program_key` (a
+        promise that `bound(params)` computes nothing else, e.g. the trainer's `binding_key()`) does."""
         parts = ("embed", "pos_embed", "unembed")
         if not hasattr(model, "n_layers") and not all(hasattr(model, name) for name in parts):
             raise UsageError(f"{type(model).__name__} is not a lenscope reference Transformer; attribution graphs "
@@ -73,13 +76,11 @@ class ReferenceTransformer:
             if not (hasattr(model, "n_layers") and hasattr(model, "bind")):
                 raise UsageError(f"ReferenceTransformer.of({type(model).__name__}) needs `bound` (params -> the "
                                  "model with those parameters) unless the model is a linen Transformer")
-            key = f"{type(model).__module__}.{type(model).__qualname__}:{model!r}"
-            own = type(model).__module__.startswith("lenscope.")  # a user's subclass may compute anything
             return cls(lambda params: model.bind({"params": params}), int(model.n_layers), bool(model.use_ln),
-                       limit, key if own else None)
+                       limit, linen_key(model))
         if hasattr(model, "n_layers"):  # a linen definition: its submodules exist only once bound
-            return cls(bound, int(model.n_layers), bool(model.use_ln), limit)
-        return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None, limit)
+            return cls(bound, int(model.n_layers), bool(model.use_ln), limit, program_key)
+        return cls(bound, len(model.blocks), getattr(model, "ln_final", None) is not None, limit, program_key)
 
     def _run(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array | None, embed_delta: Array | None,
              mlp_delta: Array | None, layers: int | None = None) -> tuple[Readout, Array, Array, Any]:

@@ -3,8 +3,9 @@ programs without tracing or lowering them (JAX's persistent cache must trace and
 
 Only for a replacement model that states what its programs compute (its `program_key`). The key joins that key,
 lenscope's source, the versions of JAX, jaxlib, NumPy, Flax and Equinox, XLA's flags, JAX's numeric settings, the
-devices, the values held as constants in the programs (the transcoders'), the compile options, the arguments'
-structure, shapes, dtypes and devices, and the static arguments. Arguments on several devices are not saved. A file
+devices, the transcoders' types and specs (their arrays are arguments), the compile options, the arguments'
+structure (each node's module-qualified type), shapes, dtypes and devices, and the static arguments. Arguments on
+several devices, or holding a node type that is neither a plain container nor lenscope's own, are not saved. A file
 that cannot be read back is removed and the program compiled again; files are written under a temporary name, then
 renamed. A program that JAX's persistent cache already held is not saved (XLA's CPU client serializes such an
 executable without its code), so programs are saved by the process that compiles them first.
@@ -27,6 +28,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from ..capture.jax_private import compiled_count
+from ..training.kinds.definition_key import faithful, node_types, own_type
 
 FOLDER = "saved_programs"  # beside JAX's persistent cache entries, in the same folder
 _SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_disable_most_optimizations",
@@ -50,16 +52,6 @@ def _environment() -> str:
     return digest.hexdigest()
 
 
-def constants_digest(arrays: Sequence[Any]) -> str:
-    """A digest of the values a program holds as constants (dtype, shape and bytes of each array)."""
-    digest = hashlib.sha256()
-    for array in arrays:
-        array = np.ascontiguousarray(np.asarray(array))
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(memoryview(array).cast("B"))
-    return digest.hexdigest()
-
-
 _cache_hits = [0]  # JAX's persistent-cache hits in this process (an explicit registry: JAX keeps its listeners)
 
 
@@ -71,27 +63,28 @@ def _count_hit(event: str, **_: Any) -> None:
 jax.monitoring.register_event_listener(_count_hit)
 
 
-def _own(value: Any) -> bool:
-    return type(value).__module__.startswith("lenscope.")
-
-
 def program_key(model: Any, transcoders: Sequence[Any]) -> str | None:
-    """The key of an Attributor's programs: the model's `program_key` and each transcoder's type, spec and values;
-    None (nothing saved) unless the model has a key and every transcoder is lenscope's own."""
+    """The key of an Attributor's programs, whose arguments hold the transcoders' arrays: the model's `program_key`
+    and each transcoder's type and spec; None (nothing saved) unless the model has a key and every transcoder is
+    lenscope's own."""
     key = getattr(model, "program_key", None)
-    if key is None or not all(_own(t) for t in transcoders):
+    if key is None or not all(own_type(type(t)) for t in transcoders):
         return None
     parts = [f"{type(model).__qualname__}:{key}"]
-    for t in transcoders:
-        parts.append(f"{type(t).__qualname__}:{getattr(t, 'spec', None)!r}:"
-                     f"{constants_digest(jax.tree_util.tree_leaves(t))}")
+    parts.extend(f"{type(t).__qualname__}:{getattr(t, 'spec', None)!r}" for t in transcoders)
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
 def _describe(args: Sequence[Any]) -> str | None:
-    """The arguments' structure, shapes, dtypes, weak types and device; None when one lies on several devices."""
+    """The arguments' structure (with each node's module-qualified type), shapes, dtypes, weak types and device;
+    None when a node is not a plain container or lenscope's own, its text is not faithful, or an array lies on
+    several devices."""
     leaves, tree = jax.tree_util.tree_flatten(args)
-    parts = [str(tree)]
+    types = node_types(tree)
+    structure = str(tree)
+    if types is None or not faithful(structure):
+        return None
+    parts = [structure, ",".join(f"{cls.__module__}.{cls.__qualname__}" for cls in types)]
     for leaf in leaves:
         if isinstance(leaf, jax.Array):
             devices = leaf.sharding.device_set
@@ -102,6 +95,11 @@ def _describe(args: Sequence[Any]) -> str | None:
             leaf = np.asarray(leaf)
             parts.append(f"{leaf.dtype.str}{leaf.shape}")
     return ";".join(parts)
+
+
+def _in_tree(args: Sequence[Any], static: tuple[int, ...]) -> Any:
+    """The input structure of a compiled call on `args`: (dynamic arguments, no keywords)."""
+    return jax.tree_util.tree_structure((tuple(a for i, a in enumerate(args) if i not in static), {}))
 
 
 class SavedPrograms:
@@ -143,8 +141,8 @@ class SavedPrograms:
         path = self._folder / f"{hashlib.sha256(text.encode()).hexdigest()[:40]}.xla"
         if path.exists():
             try:
-                payload, in_tree, out_tree = pickle.loads(path.read_bytes())
-                program = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+                payload, out_tree = pickle.loads(path.read_bytes())
+                program = serialize_executable.deserialize_and_load(payload, _in_tree(args, self._static), out_tree)
                 self.loaded += 1
                 return program
             except Exception:  # noqa: BLE001 - a damaged or foreign file: compile again, and replace it
@@ -153,14 +151,18 @@ class SavedPrograms:
         hits = _cache_hits[0]
         program = self._jit.lower(*args).compile()
         if _cache_hits[0] == hits:  # an executable JAX's cache loaded serializes without its code: not saved
-            self._save(path, program)
+            self._save(path, program, _in_tree(args, self._static))
         return program
 
-    def _save(self, path: Path, program: Any) -> None:
-        """Write the program's executable to `path` (temporary name, then rename); a folder that cannot be written
-        leaves the program unsaved."""
+    def _save(self, path: Path, program: Any, in_tree: Any) -> None:
+        """Write the program's executable and output structure to `path` (temporary name, then rename); one whose
+        structures do not survive pickling (Equinox's treedefs do not), or a folder that cannot be written, leaves
+        the program unsaved. The input structure is rebuilt from the arguments when loading."""
+        payload, compiled_in, out_tree = serialize_executable.serialize(program)
+        if compiled_in != in_tree or pickle.loads(pickle.dumps(out_tree)) != out_tree:
+            return
+        data = pickle.dumps((payload, out_tree))
         try:
-            data = pickle.dumps(serialize_executable.serialize(program))
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".saving-")
             with os.fdopen(handle, "wb") as out:

@@ -26,3 +26,12 @@ class ModelAccess:
     def params_of(self, module: Any) -> Any:
         """The parameters a bound or captured root module holds, in the state's format (e.g. for unembed())."""
         return self.model_kind.params_of(module)
+
+    def binding_key(self) -> str | None:
+        """A key of what `module(params)` computes given params (lenscope's own binding of a definition made of
+        lenscope's modules, `module` not overridden), so programs on it can be saved for the next process; None
+        where lenscope cannot tell."""
+        if type(self).module is not ModelAccess.module:
+            return None
+        key = getattr(self.model_kind, "definition_key", None)
+        return key() if callable(key) else None

@@ -8,6 +8,7 @@ from typing import Any
 import equinox as eqx
 import jax
 
+from .definition_key import structure_key
 from .leaves import nest, restore, take
 
 __all__ = ["EquinoxKind"]
@@ -50,6 +51,12 @@ class EquinoxKind:
         leaves = [leaf if role == _STATIC else restore(take(trees[role], parts), leaf)
                   for parts, leaf, role in zip(self._parts, self._leaves, self._roles)]
         return eqx.nn.inference_mode(jax.tree_util.tree_unflatten(self.treedef, leaves), value=not train)
+
+    def definition_key(self) -> str | None:
+        """What `bind` computes from params in evaluation mode: the definition's structure and static leaves, and
+        the values of its other arrays (the model state it starts from), for lenscope's own modules only."""
+        definition = jax.tree_util.tree_unflatten(self.treedef, self._leaves)
+        return structure_key(definition, lambda leaf: not eqx.is_inexact_array(leaf))
 
     def read_state(self, module: eqx.Module) -> Any:
         """The module's non-trainable arrays (unchanged by a call: Equinox modules are immutable)."""

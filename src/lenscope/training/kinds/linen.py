@@ -9,7 +9,9 @@ from typing import Any
 import flax.linen as nn
 import jax
 
-__all__ = ["LinenKind"]
+from .definition_key import faithful, own_type
+
+__all__ = ["LinenKind", "linen_key"]
 
 
 def _init_program(model: nn.Module) -> Callable[..., Any]:
@@ -22,6 +24,12 @@ def _init_program(model: nn.Module) -> Callable[..., Any]:
 # Linen definitions are frozen dataclasses hashed by class and fields: equal models (every trainer of
 # one job config in a process) share one jitted init, so it compiles once per input shapes.
 _compiled_init = functools.lru_cache(maxsize=64)(_init_program)
+
+
+def linen_key(model: nn.Module) -> str | None:
+    """A linen definition's class and fields, when lenscope defines it and its repr is faithful; else None."""
+    text = f"{type(model).__module__}.{type(model).__qualname__}:{model!r}"
+    return text if own_type(type(model)) and faithful(text) else None
 
 
 class LinenKind:
@@ -47,6 +55,10 @@ class LinenKind:
     def bind(self, params: Any, model_state: Any, train: bool) -> nn.Module:
         """The module bound to `{"params": params}` (linen models take their mode as call arguments)."""
         return self.model.bind({"params": params})
+
+    def definition_key(self) -> str | None:
+        """What `bind` computes: the definition's class and fields, for lenscope's own definitions only."""
+        return linen_key(self.model)
 
     def read_state(self, module: nn.Module) -> None:
         """No model state."""
