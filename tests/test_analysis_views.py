@@ -68,6 +68,7 @@ CALLS: dict[str, Callable[[Any], Any] | str] = {
     "analyze": lambda v: v.compute(),  # pure: traced inside compute's one compiled capture
     "apply_model": lambda v: v.apply_model(v.module(v.state.params), v.model_inputs(_batch(v))),
     "batch": _batch,
+    "binding_key": lambda v: len(v.binding_key()),  # a key (not None) for this linen definition
     "block_path": lambda v: v.block_path(0),
     "build_data": lambda v: v.build_data(),
     "build_model": lambda v: v.build_model(),
