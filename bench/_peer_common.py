@@ -5,9 +5,12 @@ No JAX or torch here: threads must be configured before either is imported.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -126,3 +129,13 @@ def circuit_tracer_here() -> bool:
     warnings.filterwarnings("ignore")
     logging.getLogger("circuit_tracer").setLevel(logging.ERROR)
     return True
+
+
+def json_child(arguments: list[str], what: str) -> dict[str, Any]:
+    """Run a bench script again in a fresh interpreter (this environment inherited) with `arguments`; the JSON
+    object its last line prints. SystemExit naming `what` when it fails."""
+    done = subprocess.run([sys.executable, *arguments], capture_output=True, text=True, env=os.environ.copy(),
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the _peer_* helpers beside this script
 
-from _peer_common import Shape, circuit_tracer_here, configure_threads, load  # noqa: E402
+from _peer_common import Shape, circuit_tracer_here, configure_threads, json_child, load  # noqa: E402
 
 SIZES = (  # (name, shape, features per transcoder, prompt lengths): bench/attribution.py's models
     ("small", Shape(layers=2, d_model=64, heads=4, seq=16, batch=1, vocab=256), 512, (5, 8, 11, 13, 16)),
@@ -102,12 +101,8 @@ def child(args: argparse.Namespace) -> int:
 
 def second_process(size: int, side: str, args: argparse.Namespace) -> dict[str, float]:
     """Run `child` for one side in a fresh interpreter (the compile cache folder inherited); its JSON."""
-    done = subprocess.run([sys.executable, __file__, "--child", side, "--size", str(size), "--threads",
-                           str(args.threads), "--batch-size", str(args.batch_size)],
-                          capture_output=True, text=True, env=os.environ.copy(), check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the second process ({side}) failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_child([__file__, "--child", side, "--size", str(size), "--threads", str(args.threads),
+                       "--batch-size", str(args.batch_size)], f"the second process ({side})")
 
 
 def agree(mine: Any, theirs: Any) -> float:

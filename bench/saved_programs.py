@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _peer_common import configure_threads, load  # noqa: E402
+from _peer_common import configure_threads, json_child, load  # noqa: E402
 
 PROMPT, NODES, BATCH = 12, 256, 64
 
@@ -62,12 +61,8 @@ def child(args: argparse.Namespace) -> int:
 
 def run(side: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """`child` for one side in a fresh interpreter on the compile cache folder in the environment."""
-    done = subprocess.run([sys.executable, __file__, "--child", side, "--seed", str(seed), "--layers",
-                           str(args.layers), "--features", str(args.features)],
-                          capture_output=True, text=True, env=os.environ.copy(), check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the {side} process failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json_child([__file__, "--child", side, "--seed", str(seed), "--layers", str(args.layers), "--features",
+                       str(args.features)], f"the {side} process")
 
 
 def main() -> int:
