@@ -10,6 +10,8 @@ threads: the models of bench/attribution.py.
     persistent cache and lenscope's saved programs): lenscope's first graph of a new prompt in a bucket (a)
     compiled, against circuit-tracer's first graph in a fresh process of its own. Each child's import and model
     set-up are printed too.
+(c) Not one of the goals: (a) again in a second process (five new prompts of (a)'s lengths; lenscope's compile cache
+    folder warm from (a)), each side in a fresh process: the total a returning user sees.
 Each pair of graphs is checked to agree (the same active features, adjacency within 1e-4 relative). The goals are
 the issue's; the load average is printed with each table (a shared machine inflates both sides' wall times). Needs
 circuit-tracer (`pip install 'torch==2.13.0+cpu' -e '.[circuit]'`, .venv-circuit); without it it says so and exits 0.
@@ -65,7 +67,8 @@ def build(size: int, side: str, threads: int) -> tuple[Any, Any]:
 
 
 def child(args: argparse.Namespace) -> int:
-    """Part (b)'s fresh process: import, set-up and the first graph of one side, as JSON seconds."""
+    """Part (b)'s fresh process: import, set-up and the first graph of one side (part (c): five graphs, one of
+    each of (a)'s lengths), as JSON seconds."""
     start = time.perf_counter()
     if args.child == "lenscope":
         import lenscope.attribution  # noqa: F401
@@ -75,7 +78,8 @@ def child(args: argparse.Namespace) -> int:
     graph_maker, params = build(args.size, args.child, args.threads)
     built = time.perf_counter()
     name, shape, _, lengths = SIZES[args.size]
-    tokens = prompt(shape, lengths[SECOND], 200 + SECOND)  # not one of (a)'s prompts
+    prompts = ([prompt(shape, lengths[SECOND], 200 + SECOND)] if args.prompts == 1  # not one of (a)'s prompts
+               else [prompt(shape, length, 300 + index) for index, length in enumerate(lengths)])
     cache: dict[str, int] = {}
     if args.child == "lenscope":
         import jax
@@ -86,23 +90,28 @@ def child(args: argparse.Namespace) -> int:
 
         built = time.perf_counter()
         jax.monitoring.register_event_listener(count)
-        graph_maker.graph(params, tokens, batch_size=args.batch_size, progress=False)
-    else:
-        import _ct_peer
+    times = []
+    for tokens in prompts:
+        begun = time.perf_counter()
+        if args.child == "lenscope":
+            graph_maker.graph(params, tokens, batch_size=args.batch_size, progress=False)
+        else:
+            import _ct_peer
 
-        _ct_peer.graph(graph_maker, tokens, batch_size=args.batch_size)
-    done = time.perf_counter()
-    print(json.dumps({"import": imported - start, "setup": built - imported, "graph": done - built,
+            _ct_peer.graph(graph_maker, tokens, batch_size=args.batch_size)
+        times.append(time.perf_counter() - begun)
+    print(json.dumps({"import": imported - start, "setup": built - imported, "graph": sum(times), "each": times,
                       "cache": (f"{getattr(graph_maker, 'loaded', 0)} saved programs loaded; JAX's cache: "
                                 f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses")
                       if args.child == "lenscope" else ""}))
     return 0
 
 
-def second_process(size: int, side: str, args: argparse.Namespace) -> dict[str, float]:
+def second_process(size: int, side: str, args: argparse.Namespace, prompts: int = 1) -> dict[str, Any]:
     """Run `child` for one side in a fresh interpreter (the compile cache folder inherited); its JSON."""
     return json_child([__file__, "--child", side, "--size", str(size), "--threads", str(args.threads),
-                       "--batch-size", str(args.batch_size)], f"the second process ({side})")
+                       "--batch-size", str(args.batch_size), "--prompts", str(prompts)],
+                      f"the second process ({side})")
 
 
 def agree(mine: Any, theirs: Any) -> float:
@@ -161,6 +170,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--child", choices=("lenscope", "peer"), help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--prompts", type=int, choices=(1, 5), default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     threads = configure_threads(args.threads)
     if args.child:
@@ -185,6 +195,15 @@ def main() -> int:
             ratio = ours["graph"] / theirs["graph"]
             goals[f"{name}: second process's first graph <= 2x circuit-tracer's first graph ({ratio:.2f}x)"] = (
                 ratio <= 2.0)
+        print(f"\n(c) not a goal: (a)'s five lengths again, five new prompts, in a second process (lenscope's compile "
+              f"cache folder warm from (a)); each side in a fresh process; ms; load average {load()}")
+        print(f"{'model':6s} {'side':15s} {'each prompt':>38s} {'total':>8s}")
+        for size, (name, *_) in enumerate(SIZES):
+            ours, theirs = second_process(size, "lenscope", args, 5), second_process(size, "peer", args, 5)
+            for side, run in (("lenscope", ours), ("circuit-tracer", theirs)):
+                each = " ".join(f"{1e3 * t:7.1f}" for t in run["each"])
+                print(f"{name:6s} {side:15s} {each:>38s} {1e3 * run['graph']:8.1f}")
+            print(f"{name:6s} {'ratio':15s} {'':>38s} {ours['graph'] / theirs['graph']:8.2f}")
     print(f"\ngoals (load average {load()}):")
     for goal, met in goals.items():
         print(f"  {'met    ' if met else 'NOT met'}  {goal}")

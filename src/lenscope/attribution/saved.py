@@ -8,18 +8,19 @@ structure (each node's module-qualified type), shapes, dtypes and devices, and t
 several devices, or holding a node type that is neither a plain container nor lenscope's own, are not saved. A file
 that cannot be read back is removed and the program compiled again; files are written under a temporary name, then
 renamed. A program that JAX's persistent cache already held is not saved (XLA's CPU client serializes such an
-executable without its code), so programs are saved by the process that compiles them first.
+executable without its code), so programs are saved by the process that compiles them first: after lenscope's
+source changes, a program JAX's cache still holds is not saved again until that entry goes.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import os
 import pickle
 import tempfile
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,19 @@ _PACKAGES = ("jax", "jaxlib", "numpy", "flax", "equinox")
 
 @functools.cache
 def _environment() -> str:
-    """What every saved program depends on in this process: lenscope's source, package versions, XLA's flags."""
+    """What every saved program depends on in this process: lenscope's source (each file's path and bytes), the
+    package versions and XLA's flags."""
     digest = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for folder, subfolders, names in os.walk(root):  # os.walk, not Path.rglob: a quarter of the time
+        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
+        for name in sorted(name for name in names if name.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                source = handle.read()
+            digest.update(f"{os.path.relpath(path, root)}\0{len(source)}\0".encode() + source)
     for package in _PACKAGES:
-        try:
-            digest.update(f"{package}={metadata.version(package)};".encode())
-        except metadata.PackageNotFoundError:
-            digest.update(f"{package}=-;".encode())
+        digest.update(f"{package}={getattr(importlib.import_module(package), '__version__', '-')};".encode())
     digest.update(os.environ.get("XLA_FLAGS", "").encode())
     return digest.hexdigest()
 
