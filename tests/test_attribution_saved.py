@@ -6,6 +6,7 @@ the user's, saves nothing."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from _attribution_models import transcoders  # noqa: E402
+from multiproc import cpu_env  # noqa: E402
 
 from lenscope.attribution import Attributor, ReferenceTransformer  # noqa: E402
 from lenscope.attribution.decoder import DecoderReplacement  # noqa: E402
@@ -138,3 +140,34 @@ class _UsersHook(eqx.Module):
 
     def __call__(self, x):
         return x
+
+
+_ON_A_MESH = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from _attribution_models import reference_model, transcoders
+from _peer_common import Shape
+from lenscope.attribution import Attributor, ReferenceTransformer
+model, params = reference_model(Shape(layers=2, d_model=16, heads=2, seq=8, batch=1, vocab=20))
+tcs = transcoders(2, 16, 32)
+prompt = np.array([0, 5, 3, 7, 2, 9, 4])
+alone = Attributor(ReferenceTransformer.of(model), tcs).graph(params, prompt, batch_size=32, progress=False)
+mesh = Mesh(np.array(jax.devices()), ("data",))
+sharded = jax.device_put(params, NamedSharding(mesh, PartitionSpec()))
+elsewhere = [jax.device_put(t, jax.devices()[1]) for t in tcs]
+graph = Attributor(ReferenceTransformer.of(model), elsewhere).graph(sharded, prompt, batch_size=32, progress=False)
+np.testing.assert_array_equal(graph.active_features, alone.active_features)
+np.testing.assert_allclose(graph.adjacency, alone.adjacency, atol=1e-6)
+print("same graph", graph.adjacency.shape)
+'''
+
+
+def test_transcoders_on_one_device_serve_params_on_a_mesh() -> None:
+    """The transcoders are the setup program's arguments, placed uncommitted: params replicated over 4 devices and
+    transcoders committed to one of them still make one program, and the graph of one device."""
+    done = subprocess.run([sys.executable, "-c", _ON_A_MESH, str(Path(__file__).resolve().parents[1] / "bench")],
+                          env={**cpu_env(4), "LENSCOPE_COMPILE_CACHE": "off"}, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and "same graph" in done.stdout, done.stderr[-3000:]

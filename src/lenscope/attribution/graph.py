@@ -142,10 +142,11 @@ class Attributor:
         # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
         # transcoders say what they compute (saved.py).
         # the transcoders' arrays are the setup program's arguments, not constants baked into it (a copy per bucket,
-        # in memory and in the compile cache), unless a transcoder of the user's is not a pytree of arrays
+        # in memory and in the compile cache), unless a transcoder of the user's is not a pytree of arrays; placed
+        # uncommitted, so a program on params sharded over a mesh may move them (as it did its constants)
         leaves, self._transcoder_tree = jax.tree_util.tree_flatten(self.transcoders)
         held = all(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
-        self._transcoder_leaves = tuple(jax.device_put(leaves)) if held else None
+        self._transcoder_leaves = tuple(jax.device_put(np.asarray(leaf)) for leaf in leaves) if held else None
         key = program_key(model, self.transcoders) if cache is not None and held else None
         self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, QUICK)
         self._rows = SavedPrograms(self._rows_fn, "attribution-rows", key, cache, static_argnums=(6,))
