@@ -9,14 +9,17 @@ from lenscope.cli.compile_report import SHOWN, lines
 
 
 def test_debug_lists_the_training_step_with_its_phases(tiny, store_root, capsys) -> None:
-    assert main(["run", "grokking/train", *tiny, "training/steps=2", "training/analyze=false", "--store",
+    # a learning rate no other test uses: trainers of one config share one jitted step (training/shared_step.py), so
+    # with the suite's own `tiny` this worker may have traced the step in an earlier test, and --debug lists no step
+    fresh = [*tiny, "optimization/lr=0.00271"]
+    assert main(["run", "grokking/train", *fresh, "training/steps=2", "training/analyze=false", "--store",
                  str(store_root), "--debug"]) == 0
     err = capsys.readouterr().err
     step = re.search(r"^lenscope: compiled train_step: trace [\d.]+ s, lower [\d.]+ s, compile [\d.]+ s$", err, re.M)
     assert step, err
     total = re.search(r"^lenscope: compiling took ([\d.]+) s over (\d+) programs", err, re.M)
     assert total and int(total[2]) >= 2, err
-    assert main(["run", "grokking/train", *tiny, "training/steps=2", "training/analyze=false", "--store",
+    assert main(["run", "grokking/train", *fresh, "training/steps=2", "training/analyze=false", "--store",
                  str(store_root)]) == 0
     assert "compiling took" not in capsys.readouterr().err  # only under --debug
 
