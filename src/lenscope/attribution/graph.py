@@ -138,16 +138,16 @@ class Attributor:
         tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})
         self._programs = Programs(tops, n_layers, record, described)
         self._host = [(np.asarray(t.W_enc), np.asarray(t.W_dec)) for t in transcoders]  # rows gathered on the host
-        # the setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
-        # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
-        # transcoders say what they compute (saved.py).
-        # the transcoders' arrays are the setup program's arguments, not constants baked into it (a copy per bucket,
+        # The transcoders' arrays are the setup program's arguments, not constants baked into it (a copy per bucket,
         # in memory and in the compile cache), unless a transcoder of the user's is not a pytree of arrays; placed
-        # uncommitted, so a program on params sharded over a mesh may move them (as it did its constants)
+        # uncommitted, so a program on params sharded over a mesh may move them.
         leaves, self._transcoder_tree = jax.tree_util.tree_flatten(self.transcoders)
         held = all(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
         self._transcoder_leaves = tuple(jax.device_put(np.asarray(leaf)) for leaf in leaves) if held else None
         key = program_key(model, self.transcoders) if cache is not None and held else None
+        # The setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
+        # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
+        # transcoders say what they compute (saved.py).
         self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, QUICK)
         self._rows = SavedPrograms(self._rows_fn, "attribution-rows", key, cache, static_argnums=(6,))
         self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)

@@ -29,7 +29,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from ..capture.jax_private import compiled_count
-from ..training.kinds.definition_key import faithful, node_types, own_type
+from ..training.kinds.definition_key import own_type, structure_text
 
 FOLDER = "saved_programs"  # beside JAX's persistent cache entries, in the same folder
 _SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_disable_most_optimizations",
@@ -84,11 +84,10 @@ def _describe(args: Sequence[Any]) -> str | None:
     None when a node is not a plain container or lenscope's own, its text is not faithful, or an array lies on
     several devices."""
     leaves, tree = jax.tree_util.tree_flatten(args)
-    types = node_types(tree)
-    structure = str(tree)
-    if types is None or not faithful(structure):
+    structure = structure_text(tree)
+    if structure is None:
         return None
-    parts = [structure, ",".join(f"{cls.__module__}.{cls.__qualname__}" for cls in types)]
+    parts = [structure]
     for leaf in leaves:
         if isinstance(leaf, jax.Array):
             devices = leaf.sharding.device_set
@@ -101,9 +100,9 @@ def _describe(args: Sequence[Any]) -> str | None:
     return ";".join(parts)
 
 
-def _in_tree(args: Sequence[Any], static: tuple[int, ...]) -> Any:
-    """The input structure of a compiled call on `args`: (dynamic arguments, no keywords)."""
-    return jax.tree_util.tree_structure((tuple(a for i, a in enumerate(args) if i not in static), {}))
+def _in_tree(dynamic: Sequence[Any]) -> Any:
+    """The input structure of a compiled call on its `dynamic` arguments (no keywords)."""
+    return jax.tree_util.tree_structure((tuple(dynamic), {}))
 
 
 class SavedPrograms:
@@ -135,10 +134,10 @@ class SavedPrograms:
             return self._jit(*args)
         program = self._programs.get((static, described))
         if program is None:
-            program = self._programs[(static, described)] = self._load_or_compile(args, static, described)
+            program = self._programs[(static, described)] = self._load_or_compile(args, dynamic, static, described)
         return program(*dynamic)
 
-    def _load_or_compile(self, args: Sequence[Any], static: tuple, described: str) -> Any:
+    def _load_or_compile(self, args: Sequence[Any], dynamic: Sequence[Any], static: tuple, described: str) -> Any:
         settings = [str(getattr(jax.config, name, None)) for name in _SETTINGS]
         devices = [jax.default_backend(), jax.process_count(), *(d.device_kind for d in jax.local_devices())]
         text = f"{self._prefix}|{static!r}|{described}|{settings}|{devices}|{_environment()}"
@@ -146,7 +145,7 @@ class SavedPrograms:
         if path.exists():
             try:
                 payload, out_tree = pickle.loads(path.read_bytes())
-                program = serialize_executable.deserialize_and_load(payload, _in_tree(args, self._static), out_tree)
+                program = serialize_executable.deserialize_and_load(payload, _in_tree(dynamic), out_tree)
                 self.loaded += 1
                 return program
             except Exception:  # noqa: BLE001 - a damaged or foreign file: compile again, and replace it
@@ -155,7 +154,7 @@ class SavedPrograms:
         hits = _cache_hits[0]
         program = self._jit.lower(*args).compile()
         if _cache_hits[0] == hits:  # an executable JAX's cache loaded serializes without its code: not saved
-            self._save(path, program, _in_tree(args, self._static))
+            self._save(path, program, _in_tree(dynamic))
         return program
 
     def _save(self, path: Path, program: Any, in_tree: Any) -> None:

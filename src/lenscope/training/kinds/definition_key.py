@@ -14,7 +14,7 @@ import numpy as np
 
 from .leaves import store
 
-__all__ = ["faithful", "node_types", "own_type", "structure_key"]
+__all__ = ["faithful", "own_type", "structure_key", "structure_text"]
 
 _PLAIN = (tuple, list, dict, type(None))  # containers whose node data is their keys alone
 
@@ -30,8 +30,10 @@ def faithful(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def node_types(treedef: Any) -> tuple[type, ...] | None:
-    """Every node type of a tree structure; None when one is neither a plain container nor lenscope's own."""
+def structure_text(treedef: Any) -> str | None:
+    """A tree structure as text, with every node's module-qualified type; None when a node is neither a plain
+    container nor lenscope's own, or the text is not faithful. Cached: saved programs describe their arguments by
+    it on every call."""
     found: set[type] = set()
     pending = [treedef]
     while pending:
@@ -40,9 +42,8 @@ def node_types(treedef: Any) -> tuple[type, ...] | None:
         if data is not None:
             found.add(data[0])
         pending.extend(node.children())
-    if not all(cls in _PLAIN or own_type(cls) for cls in found):
-        return None
-    return tuple(sorted(found, key=lambda cls: f"{cls.__module__}.{cls.__qualname__}"))
+    text = f"{treedef}|{','.join(sorted(f'{cls.__module__}.{cls.__qualname__}' for cls in found))}"
+    return text if all(cls in _PLAIN or own_type(cls) for cls in found) and faithful(text) else None
 
 
 def structure_key(tree: Any, constants: Callable[[Any], bool] = lambda leaf: False) -> str | None:
@@ -50,10 +51,10 @@ def structure_key(tree: Any, constants: Callable[[Any], bool] = lambda leaf: Fal
     each array leaf's dtype and shape, and the values of the arrays `constants` selects (those a program holds);
     None unless every node is a plain container or lenscope's own and every repr is faithful."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    types = node_types(treedef)
-    if types is None:
+    structure = structure_text(treedef)
+    if structure is None:
         return None
-    parts = [str(treedef), ",".join(f"{cls.__module__}.{cls.__qualname__}" for cls in types)]
+    parts = [structure]
     values = hashlib.sha256()
     for leaf in leaves:
         if isinstance(leaf, (jax.Array, np.ndarray)):
