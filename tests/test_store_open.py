@@ -150,6 +150,24 @@ def test_writers_wait_for_the_lock_instead_of_failing(tmp_path):
         assert not errors and store.values(node) == {"x": 1}
 
 
+def test_a_fresh_store_waits_for_a_writer_before_switching_to_wal(tmp_path):
+    """Another process's write lock on a fresh database made the switch to WAL fail at once ("database is locked"):
+    SQLite takes that lock without the busy handler. Workers started together on a new store hit it (CI)."""
+    (tmp_path / "s").mkdir()
+    holder = sqlite3.connect(tmp_path / "s" / "lenscope.db", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    start = time.monotonic()
+    with Store(tmp_path / "s") as store:
+        waited = time.monotonic() - start
+        assert store.new_node("job")
+    release.join()
+    holder.close()
+    assert waited >= 0.25, "the open should have waited for the write lock"
+    assert sqlite3.connect(tmp_path / "s" / "lenscope.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
 def test_unreachable_database_is_a_store_error(tmp_path):
     with pytest.raises(StoreError, match=r"cannot open store postgresql\+psycopg://u@127.0.0.1:1/db"):
         Store(f"postgresql+psycopg://u@127.0.0.1:1/db?root={tmp_path}")

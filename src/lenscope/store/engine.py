@@ -8,10 +8,12 @@ A damaged database file is reported in one line that suggests `lenscope fsck`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,12 +105,26 @@ def _sqlite_on_connect(readonly: bool):
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.execute("PRAGMA case_sensitive_like = ON")  # LIKE as on PostgreSQL
         if not readonly and _ours_or_empty(cursor):  # never switch someone else's database to WAL
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cursor)
             # WAL + NORMAL: a killed process loses no committed transaction; the DB never tears.
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
     return on_connect
+
+
+def _switch_to_wal(cursor) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while another process holds a lock: SQLite takes the exclusive lock this
+    switch needs without calling the busy handler, so processes opening a fresh store together saw "locked"."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    for attempt in itertools.count():
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(min(0.001 * 2 ** attempt, 0.05))
 
 
 def _ours_or_empty(cursor) -> bool:
