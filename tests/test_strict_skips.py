@@ -27,22 +27,18 @@ def _pytest(folder: Path, strict: bool) -> subprocess.CompletedProcess[str]:
     env.pop("LENSCOPE_NO_SKIPS", None)
     if strict:
         env["LENSCOPE_NO_SKIPS"] = "1"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "strict_skips", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", str(folder)], capture_output=True, text=True, env=env, cwd=folder,
-                          timeout=120)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "strict_skips", "-p", "no:cacheprovider", "-p", "no:xdist",
+               "--continue-on-collection-errors", str(folder)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=120)
 
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_skips_fail_only_when_strict(tmp_path: Path, strict: bool) -> None:
-    inside, module = tmp_path / "inside", tmp_path / "module"
-    inside.mkdir(), module.mkdir()
-    (inside / "test_cases.py").write_text(CASES)
-    (module / "test_module_skip.py").write_text(MODULE_SKIP)
-    runs, skips = _pytest(inside, strict), _pytest(module, strict)
-    if strict:                                                 # both kinds of skip fail, saying what was missing
-        assert runs.returncode == 1 and "1 failed, 1 passed" in runs.stdout and "no peer here" in runs.stdout
-        assert skips.returncode != 0 and "no_such_peer_module_xyz" in skips.stdout
-        assert "LENSCOPE_NO_SKIPS=1" in runs.stdout + skips.stdout
+    (tmp_path / "test_cases.py").write_text(CASES)
+    (tmp_path / "test_module_skip.py").write_text(MODULE_SKIP)
+    done = _pytest(tmp_path, strict)  # one run: a skip inside a test and a module skipped at collection
+    if strict:                        # both kinds of skip fail, saying what was missing
+        assert done.returncode == 1 and "no peer here" in done.stdout and "no_such_peer_module_xyz" in done.stdout
+        assert "1 failed, 1 passed, 1 error" in done.stdout and "LENSCOPE_NO_SKIPS=1" in done.stdout, done.stdout
     else:
-        assert runs.returncode == 0 and "1 passed, 1 skipped" in runs.stdout, runs.stdout
-        assert skips.returncode == 5 and "1 skipped" in skips.stdout, skips.stdout  # 5: no test ran
+        assert done.returncode == 0 and "1 passed, 2 skipped" in done.stdout, done.stdout
