@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo lint test test-fast coverage bench clean
+.PHONY: setup demo lint test test-fast coverage profile-tests bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,8 +40,14 @@ coverage: setup
 	$(BIN)/python -m coverage combine -q || true
 	$(BIN)/python -m coverage report --format=total
 
+# The suite under tests/suite_profile.py: each test's CPU and subprocess starts, JAX's compile time by function.
+profile-tests: setup
+	rm -rf suite-profile
+	PYTHONPATH=tests LENSCOPE_SUITE_PROFILE=$(CURDIR)/suite-profile $(PYTEST) -p suite_profile
+	$(BIN)/python tests/suite_profile.py suite-profile
+
 bench: setup
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf runs results .pytest_cache
+	rm -rf runs results .pytest_cache suite-profile
