@@ -124,7 +124,7 @@ def _switch_to_wal(cursor) -> None:
         except sqlite3.OperationalError as error:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
-            time.sleep(min(0.001 * 2 ** attempt, 0.05))
+            time.sleep(min(0.001 * 2 ** min(attempt, 6), 0.05))
 
 
 def _ours_or_empty(cursor) -> bool:
