@@ -8,7 +8,6 @@ A damaged database file is reported in one line that suggests `lenscope fsck`.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import sqlite3
@@ -116,15 +115,16 @@ def _sqlite_on_connect(readonly: bool):
 def _switch_to_wal(cursor) -> None:
     """`PRAGMA journal_mode = WAL`, retried while another process holds a lock: SQLite takes the exclusive lock this
     switch needs without calling the busy handler, so processes opening a fresh store together saw "locked"."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    for attempt in itertools.count():
+    deadline, delay = time.monotonic() + BUSY_TIMEOUT_S, 0.001
+    while True:
         try:
             cursor.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as error:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
-            time.sleep(min(0.001 * 2 ** min(attempt, 6), 0.05))
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
 
 
 def _ours_or_empty(cursor) -> bool:
