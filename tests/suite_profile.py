@@ -3,6 +3,10 @@ subprocess starts, and JAX's trace, lowering and compile time by function; and a
 
     make profile-tests                      # the suite under the plugin, then the summary
     python tests/suite_profile.py FOLDER    # the summary of a folder the plugin wrote
+    python tests/suite_profile.py --host    # this host's reference time alone
+
+The summary starts with the host's reference time (`host_reference`: a fixed JAX workload in a fresh process,
+compiled the suite's way), so a suite that grew can be told from a host that is slower tonight.
 
 Each pytest process (each xdist worker) writes `FOLDER/<pid>.tests.jsonl` (a line a test) and `FOLDER/<pid>.jax.json`
 at its end; FOLDER is $LENSCOPE_SUITE_PROFILE. Not loaded by `make test`.
@@ -14,6 +18,7 @@ import collections
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -77,6 +82,35 @@ def _folder() -> Path:
     return folder
 
 
+# A fresh interpreter imports JAX and compiles and runs a small MLP's gradient at 6 widths: what a test subprocess
+# does, in miniature.
+_REFERENCE = """
+import jax, jax.numpy as jnp
+def loss(w, x):
+    for layer in w:
+        x = jnp.tanh(x @ layer)
+    return jnp.mean(x ** 2)
+for width in (8, 16, 24, 32, 48, 64):
+    w = [jnp.full((width, width), 0.01) for _ in range(3)]
+    jax.block_until_ready(jax.jit(jax.grad(loss))(w, jnp.ones((4, width))))
+"""
+
+
+def host_reference(repeats: int = 3) -> tuple[float, float]:
+    """(best wall, best CPU) seconds of the reference workload in a fresh process, as the suite compiles."""
+    from multiproc import cpu_env
+
+    env = {k: v for k, v in cpu_env().items() if k not in ("LENSCOPE_COMPILE_CACHE", "JAX_COMPILATION_CACHE_DIR")}
+    env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
+    best_wall = best_cpu = float("inf")
+    for _ in range(repeats):
+        cpu, begun = _cpu(resource.RUSAGE_CHILDREN), time.monotonic()
+        subprocess.run([sys.executable, "-c", _REFERENCE], env=env, check=True, timeout=300)
+        best_wall = min(best_wall, time.monotonic() - begun)
+        best_cpu = min(best_cpu, _cpu(resource.RUSAGE_CHILDREN) - cpu)
+    return best_wall, best_cpu
+
+
 def summary(folder: Path, top: int = 15) -> str:
     """The recorded totals, the files that cost the most CPU, and the functions that cost the most to compile."""
     tests = [json.loads(line) for path in folder.glob("*.tests.jsonl") for line in path.read_text().splitlines()]
@@ -113,5 +147,14 @@ def summary(folder: Path, top: int = 15) -> str:
     return "\n".join(lines)
 
 
+def _host_line() -> str:
+    wall, cpu = host_reference()
+    return f"host reference: {wall:.2f} s wall, {cpu:.2f} s CPU (best of 3; tests/suite_profile.py's _REFERENCE)"
+
+
 if __name__ == "__main__":
-    print(summary(Path(sys.argv[1] if len(sys.argv) > 1 else "suite-profile")))
+    sys.path.insert(0, str(Path(__file__).parent))  # multiproc, beside this file
+    if sys.argv[1:] == ["--host"]:
+        print(_host_line())
+    else:
+        print(_host_line() + "\n" + summary(Path(sys.argv[1] if len(sys.argv) > 1 else "suite-profile")))

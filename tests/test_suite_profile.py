@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite_profile import VARIABLE, summary
+from suite_profile import VARIABLE, host_reference, summary
 
 CASES = '''
 import subprocess, sys
@@ -35,3 +35,8 @@ def test_the_profile_names_the_compiled_function_and_counts_the_subprocess(tmp_p
     assert "twice_plus_one" in text and "1 compiles  twice_plus_one" in text, text
     line = next(line for line in text.splitlines() if line.endswith("test_cases.py"))
     assert float(line.split(" sub")[0].split("own")[1]) > 0.01, line  # the subprocess's CPU is counted
+
+
+def test_the_host_reference_runs_its_workload_in_a_fresh_process() -> None:
+    wall, cpu = host_reference(repeats=1)
+    assert cpu > 0.2 and wall > 0.2, (wall, cpu)  # an import of JAX and six compiles, not an empty process
