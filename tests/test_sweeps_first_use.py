@@ -1,5 +1,5 @@
 """Sweep workers started together on a fresh store: Optuna's tables are created once, under a lock, and every worker
-gets its study (SQLite file and a fresh PostgreSQL database)."""
+gets its study (SQLite file and a fresh PostgreSQL database); creating a study loads no JAX."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ while not pathlib.Path(go).exists():
     time.sleep(0.005)
 with Store(url) as store:
     create(store, SweepSpec(job="grokking/train", params=["optimization/lr=uniform:0.001:0.01"]), name)
+assert "jax" not in sys.modules, "creating a study imported JAX (lenscope.sweeps loads run.py on first use)"
 print("made", name)
 """
 WORKERS = 4
