@@ -45,6 +45,13 @@ def test_a_base_analysis_imports_only_the_modules_it_uses(tmp_path: Path, traine
     assert list((tmp_path / "results").rglob("fourier.pdf"))
 
 
+def test_a_mistyped_job_is_refused_before_jax_loads(tmp_path: Path) -> None:
+    listing = tmp_path / "modules.json"
+    done = modules_at_exit(["run", "grokking/trian", "training/steps=5"], listing)
+    assert done.returncode == 2 and "unknown job 'grokking/trian' (did you mean grokking/train" in done.stderr
+    assert "jax" not in json.loads(listing.read_text())
+
+
 def test_each_built_in_job_comes_with_the_module_the_table_names() -> None:
     job_registry.load_builtins()
     packaged = {name: cls for name, cls in job_registry.jobs().items() if cls.__module__.startswith("lenscope.")}

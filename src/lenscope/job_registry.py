@@ -168,28 +168,34 @@ def resolve(spec: str | type) -> type:
         return _JOBS[builtin]
     if spec in _JOBS:
         return _JOBS[spec]
-    if ":" not in spec:  # a name: every built-in loaded to say which exist (a path loads only its own file)
-        registered = jobs()
-        if spec in registered:
-            return registered[spec]
-    else:
-        where, attr = spec.rsplit(":", 1)
-        if not where or not attr.isidentifier():
-            raise UsageError(f"malformed job {spec!r}: expected package.module:Class or path/to/file.py:Class")
-        if where.endswith(".py"):
-            return _job_class(_load_file(where), attr, where)
-        try:
-            module = importlib.import_module(where)
-        except ImportError as err:
-            raise UsageError(f"cannot import job module {where!r}: {err}") from None
-        return _job_class(module, attr, where)
-    by_node_name = {name.replace("/", "."): cls for name, cls in registered.items()}
-    if spec in by_node_name:  # the node-name spelling of a registered job, e.g. grokking.train
-        return by_node_name[spec]
-    raise UsageError(
-        f"unknown job {spec!r}{hint(spec, registered)}; registered jobs: {', '.join(registered) or '(none)'}"
-        " (or give package.module:Class or path/to/file.py:Class)"
-    )
+    if ":" not in spec:  # not a packaged or registered name: the node-name spelling of a registered one, or refused
+        check_job_name(spec)
+        return _by_node_name()[spec]
+    where, attr = spec.rsplit(":", 1)
+    if not where or not attr.isidentifier():
+        raise UsageError(f"malformed job {spec!r}: expected package.module:Class or path/to/file.py:Class")
+    if where.endswith(".py"):
+        return _job_class(_load_file(where), attr, where)
+    try:
+        module = importlib.import_module(where)
+    except ImportError as err:
+        raise UsageError(f"cannot import job module {where!r}: {err}") from None
+    return _job_class(module, attr, where)
+
+
+def check_job_name(spec: str) -> None:
+    """A UsageError for a job name (no ':') that no packaged or registered job has, said without importing the
+    packaged jobs (BUILTIN_JOBS names them), so `lenscope run` refuses a typo before it loads JAX."""
+    if ":" in spec or _builtin_name(spec) is not None or spec in _JOBS or spec in _by_node_name():
+        return
+    registered = sorted({*BUILTIN_JOBS, *_JOBS})
+    raise UsageError(f"unknown job {spec!r}{hint(spec, registered)}; registered jobs: {', '.join(registered)} "
+                     "(or give package.module:Class or path/to/file.py:Class)")
+
+
+def _by_node_name() -> dict[str, type]:
+    """The registered jobs by their node-name spelling (my/job -> my.job)."""
+    return {name.replace("/", "."): cls for name, cls in _JOBS.items()}
 
 
 def _builtin_name(spec: str) -> str | None:

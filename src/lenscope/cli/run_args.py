@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.Arg
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a job: imports the run command, which loads JAX and the model libraries, only when it is needed."""
+    from ..job_registry import check_job_name
+
+    check_job_name(args.job)  # a typo is refused before JAX loads
     from . import run  # lazy: training and analysis load JAX; ls/show/get/fsck/ui start without them
 
     return run.cmd_run(args)
