@@ -31,6 +31,7 @@ VARIABLE = "LENSCOPE_SUITE_PROFILE"
 _PHASES = ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration")
 _starts = [0]  # subprocess.Popen calls in this process (an audit hook cannot be removed: it counts for the session)
 _jax: dict[str, list[float]] = {}  # "<phase>|<function>" -> [count, seconds]
+_pipeline = [0, 0.0]  # this process's backend compiles and compile-pipeline seconds so far (for each test's share)
 
 
 def _cpu(who: int) -> float:
@@ -49,6 +50,8 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         entry = _jax.setdefault(f"{phase}|{kwargs.get('fun_name', '?')}", [0, 0.0])
         entry[0] += 1
         entry[1] += duration
+        _pipeline[0] += phase == "backend_compile_duration"
+        _pipeline[1] += duration
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -61,12 +64,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """One line per test: wall time, own CPU, waited-for subprocesses' CPU, subprocess starts."""
+    """One line per test: wall time, own CPU, waited-for subprocesses' CPU, subprocess starts, and its own
+    compiles and compile-pipeline seconds."""
     own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
-    starts, begun = _starts[0], time.monotonic()
+    starts, begun, (compiles, pipeline) = _starts[0], time.monotonic(), _pipeline
     yield
     record = {"test": item.nodeid, "wall": time.monotonic() - begun, "own": _cpu(resource.RUSAGE_SELF) - own,
-              "children": _cpu(resource.RUSAGE_CHILDREN) - children, "starts": _starts[0] - starts}
+              "children": _cpu(resource.RUSAGE_CHILDREN) - children, "starts": _starts[0] - starts,
+              "compiles": _pipeline[0] - compiles, "jax": _pipeline[1] - pipeline}
     with open(_folder() / f"{os.getpid()}.tests.jsonl", "a") as out:
         out.write(json.dumps(record) + "\n")
 
@@ -116,7 +121,8 @@ def summary(folder: Path, top: int = 15) -> str:
     tests = [json.loads(line) for path in folder.glob("*.tests.jsonl") for line in path.read_text().splitlines()]
     by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for record in tests:
-        by_file[record["test"].split("::")[0]].update({k: record[k] for k in ("wall", "own", "children", "starts")})
+        by_file[record["test"].split("::")[0]].update(
+            {k: record.get(k, 0) for k in ("wall", "own", "children", "starts", "compiles", "jax")})
     jax_totals: dict[str, list[float]] = {}
     for path in folder.glob("*.jax.json"):
         for key, (count, seconds) in json.loads(path.read_text()).items():
@@ -132,7 +138,7 @@ def summary(folder: Path, top: int = 15) -> str:
     lines.append(f"\nfiles by CPU (own + subprocesses), top {top}:")
     for name, c in sorted(by_file.items(), key=lambda kv: -(kv[1]["own"] + kv[1]["children"]))[:top]:
         lines.append(f"  {c['own']:7.1f} own {c['children']:7.1f} sub {c['wall']:7.1f} wall {c['starts']:3.0f} "
-                     f"starts  {name}")
+                     f"starts {c['jax']:6.1f} s in {c['compiles']:4.0f} compiles  {name}")
     lines.append(f"\nfunctions by trace + lowering + compile time, top {top}:")
     functions: collections.Counter = collections.Counter()
     compiles: collections.Counter = collections.Counter()

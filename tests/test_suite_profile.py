@@ -35,6 +35,7 @@ def test_the_profile_names_the_compiled_function_and_counts_the_subprocess(tmp_p
     assert "twice_plus_one" in text and "1 compiles  twice_plus_one" in text, text
     line = next(line for line in text.splitlines() if line.endswith("test_cases.py"))
     assert float(line.split(" sub")[0].split("own")[1]) > 0.01, line  # the subprocess's CPU is counted
+    assert int(line.split(" compiles")[0].split(" in ")[1]) >= 1, line  # the test's own compile is counted
 
 
 def test_the_host_reference_runs_its_workload_in_a_fresh_process() -> None:
