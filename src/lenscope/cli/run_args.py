@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from ..job_registry import check_job_name
+
 
 def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.ArgumentParser], job_help: str) -> None:
     """The `run` subparser (`make(sub, name, help, description)` adds the shared options)."""
@@ -33,8 +35,6 @@ def add_parser(sub: argparse._SubParsersAction, make: Callable[..., argparse.Arg
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a job: imports the run command, which loads JAX and the model libraries, only when it is needed."""
-    from ..job_registry import check_job_name
-
     check_job_name(args.job)  # a typo is refused before JAX loads
     from . import run  # lazy: training and analysis load JAX; ls/show/get/fsck/ui start without them
 
