@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compile_cache import use_user_compile_cache
+from ..compile_options import QUICK
 from ..errors import UsageError
 from ..training.progress import Progress
 from .edges import Sources, Targets, attribution_rows
@@ -26,7 +27,6 @@ from .saved import SavedPrograms, program_key
 from .shape_record import SHAPES_FILE, ShapeRecord
 
 Array = jax.Array
-QUICK = {"xla_backend_optimization_level": 0}  # XLA options of programs that run once per prompt
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,10 @@ class Attributor:
         # The setup and intervention programs run once per prompt: compiled quickly; the edge program runs once per
         # batch of rows, so it gets XLA's full optimization. Both saved for the next process where the model and
         # transcoders say what they compute (saved.py).
-        self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, QUICK)
+        self._setup = SavedPrograms(self._setup_fn, "attribution-setup", key, cache, dict(QUICK))
         self._rows = SavedPrograms(self._rows_fn, "attribution-rows", key, cache, static_argnums=(6,))
-        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)), compiler_options=QUICK)
+        self._intervened = jax.jit(jax.vmap(self.model.intervened, in_axes=(None, None, 0)),
+                                   compiler_options=dict(QUICK))
 
     @property
     def compilations(self) -> int:

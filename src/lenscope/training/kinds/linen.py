@@ -9,6 +9,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 
+from ...compile_options import QUICK
 from .definition_key import faithful, own_type
 
 __all__ = ["LinenKind", "linen_key"]
@@ -18,7 +19,7 @@ def _init_program(model: nn.Module) -> Callable[..., Any]:
     def init(key: Any, *inputs: Any) -> Any:
         return model.init(key, *inputs)["params"]
 
-    return jax.jit(init)
+    return jax.jit(init, compiler_options=dict(QUICK))  # runs once: XLA's optimizations would cost more than they save
 
 
 # Linen definitions are frozen dataclasses hashed by class and fields: equal models (every trainer of
@@ -41,7 +42,10 @@ class LinenKind:
         self.model = model
 
     def init_params(self, key: Any, inputs: Callable[[], tuple]) -> Any:
-        """`model.init(key, *inputs)["params"]`, as one compiled program shared by equal definitions."""
+        """`model.init(key, *inputs)["params"]`, as one compiled program shared by equal definitions (inside a
+        caller's trace, as `eval_shape` or a sharded init, part of that trace)."""
+        if isinstance(key, jax.core.Tracer):  # a nested jit may not carry its own compiler options
+            return self.model.init(key, *inputs())["params"]
         try:
             init = _compiled_init(self.model)
         except TypeError:  # a field that cannot be hashed: this definition compiles its own program
