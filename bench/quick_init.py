@@ -1,11 +1,12 @@
 """A linen model's init compiled with XLA's optimizations (jax.jit's default) against lenscope's QUICK options
-(`compile_options.QUICK`, what `LinenKind.init_params` uses): the init runs once, so its compile time is its cost.
+(`compile_options.QUICK`): the init runs once, so a small model's wait is the compile and a large one's the run;
+`LinenKind.init_params` takes QUICK below `QUICK_BELOW` parameters (the last column says which it takes).
 
     python bench/quick_init.py [--rounds 3]
 
 Each measurement is a fresh process (no persistent compile cache) that builds the job's trainer, then times
 `jax.jit(init, compiler_options=...)` on its first call (trace, lower, compile, run); rounds interleave the two
-ways. The models: grokking/train's default and a 4x wider one (the built-in linen model). Both ways' parameters
+ways. The models: grokking/train's default, 4x and 16x wider (the built-in linen model). Both ways' parameters
 are compared: the options change rounding only (the random bits are integer arithmetic), so the gap is printed,
 not required to be zero.
 """
@@ -22,7 +23,8 @@ import tempfile
 import time
 
 JOBS = (("grokking/train", ()),  # the built-in linen model (the others are Equinox decoders, built eagerly)
-        ("grokking/train", ("model/d_model=256", "model/d_head=64", "model/d_mlp=1024")))
+        ("grokking/train", ("model/d_model=256", "model/d_head=64", "model/d_mlp=1024")),
+        ("grokking/train", ("model/d_model=1024", "model/d_head=256", "model/d_mlp=4096")))
 
 
 def child(job: str, sources: list[str], quick: bool) -> None:
@@ -69,7 +71,10 @@ def main() -> int:
     import numpy as np
 
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} interleaved rounds, a fresh process each")
-    print(f"{'model':18s} {'params':>8s} {'default s':>10s} {'QUICK s':>8s} {'ratio':>6s} {'max |gap|':>10s}")
+    from lenscope.training.kinds.linen import QUICK_BELOW
+
+    print(f"{'model':18s} {'params':>9s} {'default s':>10s} {'QUICK s':>8s} {'ratio':>6s} {'max |gap|':>10s} "
+          f"{'lenscope':>8s}")
     with tempfile.TemporaryDirectory() as out:
         for job, sources in JOBS:
             default, quick = [], []
@@ -79,8 +84,10 @@ def main() -> int:
                 quick.append(row["seconds"])
             gap = np.abs(np.load(f"{out}/0.npy") - np.load(f"{out}/1.npy")).max()
             slow, fast = statistics.median(default), statistics.median(quick)
-            label = "grokking" + (" 4x wide" if sources else "")
-            print(f"{label:18s} {row['parameters']:8d} {slow:10.2f} {fast:8.2f} {fast / slow:6.2f} {gap:10.1e}")
+            label = "grokking" + (f" {int(sources[0].split('=')[1]) // 64}x wide" if sources else "")
+            taken = "QUICK" if row["parameters"] < QUICK_BELOW else "default"
+            print(f"{label:18s} {row['parameters']:9d} {slow:10.2f} {fast:8.2f} {fast / slow:6.2f} {gap:10.1e} "
+                  f"{taken:>8s}")
     print(f"medians; ratio = QUICK / default; load average {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -1,5 +1,6 @@
-"""A linen model's init is one program per definition, compiled with the QUICK options (it runs once, so its compile
-time is its cost: bench/quick_init.py), and its parameters are flax's own `model.init` up to rounding."""
+"""A linen model's init is one program per definition and input shapes, compiled with the QUICK options when it makes
+few parameters (it runs once, so its compile time is its cost: bench/quick_init.py) and with XLA's optimizations when
+it makes many; its parameters are flax's own `model.init` up to rounding."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import jax
 import numpy as np
 from conftest import TINY
 
-from lenscope.capture.jax_private import compiled_count
 from lenscope.compile_options import QUICK
 from lenscope.examples.grokking import GrokTrainer
-from lenscope.training.kinds.linen import _compiled_init
+from lenscope.training.kinds.linen import InitProgram, _compiled_init
 
 
 def test_equal_definitions_share_one_init_program_whose_params_are_flax_s(tmp_path):
@@ -18,13 +18,22 @@ def test_equal_definitions_share_one_init_program_whose_params_are_flax_s(tmp_pa
     key = jax.random.key(3)
     params = first.init_params(key)
     program = _compiled_init(first.model)
-    assert compiled_count(program) == 1
-    assert dict(program._jit_info.compiler_options_kvs) == dict(QUICK)  # jax.jit's record of its options (0.10)
+    assert list(program.options.values()) == [dict(QUICK)]  # one program, compiled quickly: 10K parameters
     eager = first.model.init(key, *first.model_inputs(first.init_batch()))["params"]  # flax, op by op
     assert jax.tree.structure(params) == jax.tree.structure(eager)
     for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(eager)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-6)
     again = GrokTrainer(TINY + ["model/d_mlp=48", "optimization/lr=1e-2"], store=tmp_path / "b")
     other = again.init_params(jax.random.key(4))
-    assert _compiled_init(again.model) is program and compiled_count(program) == 1  # no second compile
+    assert _compiled_init(again.model) is program and len(program.options) == 1  # no second compile
     assert not np.array_equal(np.asarray(jax.tree.leaves(other)[0]), np.asarray(jax.tree.leaves(params)[0]))
+
+
+def test_an_init_of_many_parameters_keeps_xla_s_optimizations(tmp_path):
+    trainer = GrokTrainer(TINY, store=tmp_path / "a")
+    inputs = trainer.model_inputs(trainer.init_batch())
+    few, many = InitProgram(trainer.model), InitProgram(trainer.model, quick_below=1)  # 1: every model is large
+    for got, want in zip(jax.tree.leaves(many(jax.random.key(5), *inputs)), jax.tree.leaves(few(jax.random.key(5),
+                                                                                                   *inputs))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-6)
+    assert list(many.options.values()) == [None] and list(few.options.values()) == [dict(QUICK)]
