@@ -60,7 +60,7 @@ def test_capture_imports_nothing_from_training_analysis_or_store():
                             env=env).stdout.split()
     assert "lenscope.capture.capturer" in loaded
     layers = {name.split(".")[1] for name in loaded if name.count(".") >= 1}
-    below = {"errors", "version", "files", "text", "job_registry", "model_libraries"}  # bottom
+    below = {"errors", "version", "lazy", "files", "text", "job_registry", "model_libraries"}  # bottom
     assert layers <= {"capture", *below}, sorted(loaded)
 
 

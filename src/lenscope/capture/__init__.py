@@ -6,9 +6,7 @@ executables, and the CaptureBackend seam a model library plugs into (flax.linen,
 NnxBackend and EquinoxBackend import their libraries, so they are imported here on first access only.
 """
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_names
 from .backend import CaptureBackend, Interceptor, ModuleCall, Target
 from .capture import discover, make_capture_fn
 from .capturer import Capturer
@@ -62,10 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """NnxBackend and EquinoxBackend, imported on first access (with flax.nnx or equinox)."""
-    if name not in _LAZY:
-        raise AttributeError(f"module 'lenscope.capture' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), _LAZY)  # NnxBackend, EquinoxBackend

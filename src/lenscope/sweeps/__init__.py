@@ -6,9 +6,9 @@ only creates or loads studies (a worker waiting to join, the web UI's neighbours
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_names
 from .params import Param, parse_objective, parse_param
 from .study import SweepSpec, create, load, storage_url
 
@@ -21,10 +21,4 @@ __all__ = ["Outcome", "Param", "SweepSpec", "best", "create", "load", "parse_obj
            "run_trials", "storage_url"]
 
 
-def __getattr__(name: str) -> Any:
-    """run.py's names, imported on first access."""
-    if name not in _LAZY:
-        raise AttributeError(f"module 'lenscope.sweeps' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), _LAZY)
