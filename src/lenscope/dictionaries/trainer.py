@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from functools import cached_property, partial
+from functools import cached_property, lru_cache, partial
 from typing import Any
 
 import jax
@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..compile_options import InitProgram
 from ..config import hydrate, to_dict
 from ..errors import UsageError
 from ..job_registry import jobs, resolve
@@ -35,6 +36,19 @@ from .core import BATCH_TOPK, Dictionary, Spec, init_params
 from .losses import LossConfig, loss
 from .sites import check_sites
 from .stack import DICTIONARY_RULES, DictionaryStack, unscale
+
+
+def _layers_init(key: jax.Array, spec: Spec, decoder_init_norm: float | None, init_threshold: float,
+                 layers: int) -> dict[str, jax.Array]:
+    init = partial(init_params, spec=spec, decoder_init_norm=decoder_init_norm, init_threshold=init_threshold)
+    return jax.vmap(init)(jax.random.split(key, layers))
+
+
+@lru_cache(maxsize=16)
+def _init_program(spec: Spec, decoder_init_norm: float | None, init_threshold: float, layers: int) -> InitProgram:
+    """The init of `layers` dictionaries of `spec`: one program, shared by the trainers of one spec in a process."""
+    return InitProgram(partial(_layers_init, spec=spec, decoder_init_norm=decoder_init_norm,
+                               init_threshold=init_threshold, layers=layers))
 
 
 class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
@@ -211,11 +225,10 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         return ArrayData(splits, self.args.batch_size, self.args.seed)
 
     def init_params(self, key: jax.Array) -> dict[str, jax.Array]:
-        """SAELens' initialization, one independent draw per layer."""
+        """SAELens' initialization, one independent draw per layer, as one compiled program (InitProgram)."""
         a = self.args
-        init = partial(init_params, spec=self.spec, decoder_init_norm=a.decoder_init_norm,
-                       init_threshold=a.init_threshold if a.architecture == "jumprelu" else 0.0)
-        return jax.vmap(lambda k: init(k))(jax.random.split(key, len(self.inputs)))
+        return _init_program(self.spec, a.decoder_init_norm,
+                             a.init_threshold if a.architecture == "jumprelu" else 0.0, len(self.inputs))(key)
 
     def init_state(self, key: jax.Array) -> TrainState:
         """Parameters, Adam state and the steps since each latent last fired (the dead-latent window)."""
