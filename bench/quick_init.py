@@ -85,7 +85,7 @@ def table(kind: str, rows: tuple, ways: tuple[str, str], rounds: int, out: str) 
     """One table: each row's median first-call time both ways, their ratio, the parameter gap, lenscope's choice."""
     import numpy as np
 
-    from lenscope.compile_options import QUICK_BELOW
+    from lenscope.training.init_program import QUICK_BELOW
 
     print(f"{'':22s} {'params':>9s} {ways[0]:>10s} {ways[1]:>13s} {'ratio':>6s} {'max |gap|':>10s} "
           f"{'InitProgram':>11s}")

@@ -1,4 +1,4 @@
-"""Inits are compiled programs (compile_options.InitProgram): a linen model's, one per definition and input shapes,
+"""Inits are compiled programs (training/init_program.py): a linen model's, one per definition and input shapes,
 and a dictionary trainer's, one per spec. Each compiles with the QUICK options when it makes few parameters (it runs
 once, so its compile time is its cost: bench/quick_init.py) and with XLA's optimizations when it makes many; the
 parameters are what the same init computes op by op, up to rounding."""
@@ -9,10 +9,11 @@ import jax
 import numpy as np
 from conftest import TINY
 
-from lenscope.compile_options import QUICK, InitProgram
+from lenscope.compile_options import QUICK
 from lenscope.dictionaries import Spec, init_params
 from lenscope.dictionaries.trainer import _init_program
 from lenscope.examples.grokking import GrokTrainer
+from lenscope.training.init_program import InitProgram
 from lenscope.training.kinds.linen import _compiled_init
 
 

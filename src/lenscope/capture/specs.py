@@ -20,13 +20,14 @@ def abstract(tree: Any) -> Any:
 
 
 def signature(tree: Any) -> tuple:
-    """What an executable is specialized to: the tree structure and each leaf's shape, dtype, weak type, sharding.
+    """What an executable is specialized to: the tree structure and each leaf's shape, dtype, weak type (PRNG key
+    arrays have none), sharding.
 
     Arrays and their `abstract` specs give the same signature.
     """
     leaves, treedef = jax.tree.flatten(tree)
     return treedef, tuple(
-        (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding) if hasattr(leaf, "sharding")
+        (leaf.shape, leaf.dtype, getattr(leaf, "weak_type", False), leaf.sharding) if hasattr(leaf, "sharding")
         else (np.shape(leaf), np.result_type(leaf), True)
         for leaf in leaves
     )

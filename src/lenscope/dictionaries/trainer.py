@@ -19,13 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..compile_options import InitProgram
 from ..config import hydrate, to_dict
 from ..errors import UsageError
 from ..job_registry import jobs, resolve
 from ..store import Node, Store
 from ..training import BaseTrainer
 from ..training.data import ArrayData
+from ..training.init_program import InitProgram
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.placement import Placement
 from ..training.state import TrainState

@@ -8,7 +8,7 @@ from typing import Any
 
 import flax.linen as nn
 
-from ...compile_options import InitProgram
+from ..init_program import InitProgram
 from .definition_key import faithful, own_type
 
 __all__ = ["LinenKind", "linen_key"]
