@@ -147,8 +147,9 @@ def _branches(connection: Connection) -> tuple[dict[tuple[str, str], list[str]],
 
 def _latest_values(connection: Connection, keys: list[str], only: tuple[str, str] | None) -> tuple[dict, set]:
     """The latest value of each key per lineage (highest seq having it, then newest write), and which lineages
-    resumed: a key written twice on one node means a run restarted from an earlier checkpoint and recorded
-    those steps again.
+    resumed: a key written twice on a node without a checkpoint means a training run restarted from an earlier
+    checkpoint and recorded those steps again. An analysis or evaluation with `--base` writes again only on the
+    checkpointed node it restored, which changes no run's history.
 
     Each latest value is a correlated subquery that walks the lineage's nodes from the newest one and
     stops at the first that has the key: cheap however long the lineage.
@@ -177,7 +178,8 @@ def _latest_values(connection: Connection, keys: list[str], only: tuple[str, str
     twice = (select(records.c.node_id).where(records.c.key.in_(keys))
              .group_by(records.c.node_id, records.c.key).having(func.count() > 1).subquery("twice"))
     resumed = connection.execute(select(nodes.c.name, nodes.c.nonce).distinct()
-                                 .join(twice, twice.c.node_id == nodes.c.id).where(in_lineage(nodes, only))).all()
+                                 .join(twice, twice.c.node_id == nodes.c.id)
+                                 .where(in_lineage(nodes, only), nodes.c.checkpoint.is_(None))).all()
     return latest, {(r.name, r.nonce) for r in resumed}
 
 def with_liveness(store: Store, rows: list[LineageRow]) -> list[LineageRow]:

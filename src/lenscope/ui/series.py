@@ -3,7 +3,8 @@
 A lineage of up to BUCKETS nodes gets one bucket per seq (every value exactly); a longer one gets
 BUCKETS buckets, each drawn as its low and high value, so spikes survive however long the run.
 Only the latest write of a key on a node counts (a resumed run's values replace the first ones);
-buckets where earlier writes were replaced mark where the lineage was resumed.
+buckets where earlier writes were replaced on a node without a checkpoint mark where the lineage was resumed (an
+analysis with `--base` writes again only on the checkpointed node it restored: no step was recorded again).
 """
 
 from __future__ import annotations
@@ -68,15 +69,17 @@ def load_curves(store: StoreReader, lineage: tuple[str, str], keys: Sequence[str
         stmt = _grouped(lineage, keys, width)
         rows = connection.execute(stmt).all()
         rewritten = _rewritten(rows)
+        again: set[tuple[str, int]] = set()
         if rewritten:
             later = records.alias("later")
             rows = connection.execute(stmt.where(~exists().where(
                 later.c.node_id == records.c.node_id, later.c.key == records.c.key, later.c.id > records.c.id))).all()
+            again = _stepped_again(connection, lineage, keys, width)
     before: dict[str, bool] = {}
     for row in rows:
         xs, ys = curves.points[row.key]
         curves.counts[row.key] += row.count
-        replaced = (row.key, row.bucket) in rewritten
+        replaced = (row.key, row.bucket) in again
         if replaced and not before.get(row.key):
             curves.resumes.append(row.first)
         before[row.key] = replaced
@@ -106,6 +109,15 @@ def _grouped(lineage: tuple[str, str], keys: Sequence[str], width: int):
         .group_by(records.c.key, bucket)
         .order_by(records.c.key, bucket)
     )
+
+
+def _stepped_again(connection, lineage: tuple[str, str], keys: Sequence[str], width: int) -> set[tuple[str, int]]:
+    """(key, bucket) pairs holding a node without a checkpoint that has the key written more than once: steps a
+    resumed training run recorded again."""
+    stmt = (select(records.c.key, nodes.c.seq).join(nodes, nodes.c.id == records.c.node_id)
+            .where(in_lineage(nodes, lineage), records.c.key.in_(list(keys)), nodes.c.checkpoint.is_(None))
+            .group_by(records.c.key, nodes.c.seq).having(func.count() > 1))
+    return {(r.key, r.seq // width if width > 1 else r.seq) for r in connection.execute(stmt)}
 
 
 def _rewritten(rows: list) -> set[tuple[str, int]]:
