@@ -340,14 +340,16 @@ class Pretrained:
 
 
 def from_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mesh | None = None, *,
-                    shardings: Shardings | None = None, tokenizer: bool = True) -> Pretrained:
-    """Load a local Hugging Face folder (or a repo id in the local HF cache) into the generic Decoder.
+                    shardings: Shardings | None = None, tokenizer: bool = True,
+                    revision: str | None = None) -> Pretrained:
+    """Load a Hugging Face repo id (`org/name`, fetched into the HF cache once) or a local folder into the Decoder.
 
-    `dtype` is the floating-point type of every weight (float32, bfloat16); with `mesh`, each matrix is
-    split over the mesh's devices as it is read (or as `shardings(path, shape)` says).
+    `revision` is the repo's branch, tag or commit (default main). `dtype` is the floating-point type of every
+    weight (float32, bfloat16); with `mesh`, each matrix is split over the mesh's devices as it is read (or as
+    `shardings(path, shape)` says).
     """
     use_user_compile_cache()  # a second process (a notebook restarted) loads its programs instead of compiling
-    folder = locate(path)
+    folder = locate(path, revision)
     model, cfg, raw, size = load_decoder(folder, dtype, mesh, shardings)
     tok = load_tokenizer(folder, raw) if tokenizer else None
     return Pretrained(model, cfg, tok, folder, raw, size)
