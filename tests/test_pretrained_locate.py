@@ -1,4 +1,4 @@
-"""Finding a checkpoint (a folder, or a repo id in the local Hugging Face cache) and reading safetensors with
+"""Finding a checkpoint (a folder, or a repo id already in the Hugging Face cache, offline) and reading safetensors with
 NumPy: the errors name where lenscope looked and what was missing. No torch needed."""
 
 from __future__ import annotations
@@ -34,14 +34,19 @@ def test_a_repo_id_is_found_in_the_hub_cache(tmp_path, monkeypatch) -> None:
     snapshot = tmp_path / "hub" / "models--org--tiny" / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"")
     (tmp_path / "hub" / "models--org--tiny" / "refs").mkdir()
     (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text("abc123")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert locate("org/tiny") == snapshot
+    assert locate("org/tiny@main") == snapshot
     assert locate(snapshot) == snapshot
-    with pytest.raises(UsageError, match=r"'org/other' is neither a local folder nor in the Hugging Face cache: "
-                                         r"looked for .*models--org--other/snapshots.*never downloads"):
+    with pytest.raises(UsageError, match=r"model org/other@main is not in the Hugging Face cache .*hub and "
+                                         r"HF_HUB_OFFLINE is set: unset HF_HUB_OFFLINE to download it"):
         locate("org/other")
+    with pytest.raises(UsageError, match=r"revision='v2' was given with the folder"):
+        locate(snapshot, revision="v2")
     with pytest.raises(UsageError, match="has no config.json"):
         locate(tmp_path)
 
