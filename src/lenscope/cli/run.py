@@ -28,7 +28,8 @@ from .hints import lineage_keys
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run a job (or analyses on its state) and print `node <address>` last; SIGINT/SIGTERM stop it cleanly."""
+    """Run a job (or analyses on its state) and print `node <address>` last (after one line per other model a job
+    trained); SIGINT/SIGTERM stop it cleanly."""
     with on_signals():
         return _run(args)
 
@@ -55,6 +56,8 @@ def _run(args: argparse.Namespace) -> int:
         for note in _outcome(args, instance, err):
             err.add_note(note)
         raise
+    for other in getattr(instance, "also_trained", ()):  # a multi-model job: each other model's node, then the main
+        print(f"node {other}", flush=True)
     print(f"node {node}", flush=True)
     _say_next(args, instance, node)
     return 0

@@ -53,6 +53,8 @@ class GrokConfig(TrainerConfig, GrokAnalysisConfig, PretrainedConfig):
     b2: float = field("optimization/b2", default=0.98)
     validation_interval: int = field("logging/validation_interval", default=500)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=500)
+    headline: list[str] = field("logging/headline", default=[
+        "train/accuracy", "val/accuracy", "train/loss", "val/loss", "analysis/summary/topk_share"])
 
 
 @job("grokking/train")

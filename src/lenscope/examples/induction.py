@@ -74,6 +74,9 @@ class InductionConfig(LmConfig, InductionAnalysisConfig):
     validation_interval: int = field("logging/validation_interval", default=250)
     checkpoint_interval: int = field("logging/checkpoint_interval", default=2000)
     eval_batches: int = field("logging/eval_batches", default=8)
+    headline: list[str] = field("logging/headline", default=[
+        "train/loss", "val/loss", "analysis/induction_heads/prefix_max", "analysis/repeated_tokens/repeated_half",
+        "analysis/position_loss/icl_score"])
 
     def __post_init__(self) -> None:
         """Refuse repeated sequences longer than a row when the config is built, before anything is written."""
@@ -97,6 +100,7 @@ class InductionTrainer(LmTrainer):
             return
         self.lineage.record({"induction/role": "main"})
         control = self.control_node()
+        self.also_trained.append(control)
         self.lineage.record({"induction/control": str(control)})
 
     def control_node(self) -> Node:

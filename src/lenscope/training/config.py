@@ -72,6 +72,11 @@ class TrainerConfig:
     eval_batches: int = field(
         "logging/eval_batches", default=0, ge=0, help="batches per validation/test pass; 0 means the whole split"
     )
+    headline: list[str] = field(
+        "logging/headline", default=[],
+        help="the value keys a run's page in `lenscope ui` opens on, in order (globs allowed, e.g. val/*); "
+             "empty: the job's own losses and accuracies first, analyses' values (analysis/...) after",
+    )
     results: str = field(
         "logging/results", default="./results", help="results folder; one subfolder per node <name>/<nonce>/<seq>"
     )

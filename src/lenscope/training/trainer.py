@@ -101,6 +101,7 @@ class BaseTrainer(TrainingLoop, ModelAccess, Generic[C, M]):
         self._initialized: TrainState | None = None
         self._found: dict[tuple, list[str]] = {}  # find()'s answers by target and argument signature
         self.bound_views: list[tuple[Any, Any]] = []  # (cfg, view) of the analyses run_analysis bound, reused
+        self.also_trained: list[Node] = []  # final nodes of the other models this job trained (`run` prints each)
         self._tandem = Tandem(self, [*self.ANALYSIS, *self._named_tandem])
         self._init_loop()
 

@@ -21,6 +21,7 @@ from lenscope.store.schema import artifacts, edges, nodes, records
 from lenscope.store.values import Scalar, decode
 
 MAIN_KEYS = 4
+ANALYSIS_PREFIX = "analysis/"  # where an analysis' values go: read after the job's own
 _RANK = (re.compile(r"loss", re.I), re.compile(r"acc", re.I))  # what a reader looks at first
 
 
@@ -51,10 +52,11 @@ class LineageRow:
 
 
 def rank_keys(keys: Sequence[str]) -> list[str]:
-    """Value keys in reading order: losses first, then accuracies, then the rest; each group sorted."""
-    def order(key: str) -> tuple[int, str]:
+    """Value keys in reading order: the job's own values before analyses' (`analysis/...`), and within each losses
+    first, then accuracies, then the rest; each group sorted."""
+    def order(key: str) -> tuple[bool, int, str]:
         group = next((i for i, pattern in enumerate(_RANK) if pattern.search(key)), len(_RANK))
-        return group, key
+        return key.startswith(ANALYSIS_PREFIX), group, key
 
     return sorted(dict.fromkeys(keys), key=order)
 

@@ -17,6 +17,7 @@ from lenscope.ui.config_diff import default_columns, differing, unshared
 from lenscope.ui.crosscoder_data import crosscoders_of
 from lenscope.ui.graph_marks import side_by_side_marks
 from lenscope.ui.graph_page import is_graph, load_address, load_graph
+from lenscope.ui.headline import headline_keys
 from lenscope.ui.lineage_list import LineageRow, lineage_ids, lineage_rows, parse_lineage, value_keys, with_liveness
 from lenscope.ui.lineage_page import lineage_detail, side_by_side
 from lenscope.ui.live import stamp
@@ -34,7 +35,6 @@ from lenscope.ui.svg import Line, chart
 from lenscope.ui.sweep_tags import sweep_tags
 from lenscope.ui.tables import TableError, fold_reason, outline, preview
 
-DEFAULT_CURVES = 6
 DEFAULT_CONFIG_COLUMNS = 4
 MAX_COMPARED = 8
 MAX_PREVIEW = 256 << 20  # bytes of a table the page previews (it reads only the row groups of one page)
@@ -138,7 +138,7 @@ def run(request: Request) -> Response:
     others = [o for o in dict.fromkeys(others) if o is not None and o != lineage and o in known][:MAX_COMPARED]
     drawn = [Compared(lin, slot) for slot, lin in enumerate([lineage, *others])]
     keys = list(dict.fromkeys(k for c in drawn for k in lineage_keys(ui.store, c.lineage)))
-    chosen = [k for k in params.getlist("key") if k in keys] or keys[:DEFAULT_CURVES]
+    chosen = [k for k in params.getlist("key") if k in keys] or headline_keys(summary[0].config, keys)
     log = params.get("log") == "1"
     curves = [load_curves(ui.store, c.lineage, chosen) for c in drawn]
     texts = text_keys(curves, chosen)  # no numbers to draw: shown as text
