@@ -7,10 +7,14 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup demo lint test test-fast coverage profile-tests bench clean
 
-$(STAMP): pyproject.toml
+# SETUP_EXTRAS: the test tools and every extra a doc's tested session uses (docs/experiments.md exports runs), so a
+# user who ran `make demo` follows each doc as it stands (tests/test_setup_extras.py checks this).
+SETUP_EXTRAS := test,export
+
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[$(SETUP_EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)
