@@ -5,16 +5,25 @@
 cache folder (`$XDG_CACHE_HOME/lenscope/compile_cache`, else `~/.cache/lenscope/compile_cache`, made private
 to the user). JAX keys every entry by the lowered program (debug info stripped), the compile options, the
 devices and the JAX version, so a changed `analyze` is a new entry and an entry never serves another program.
+
+A cache holds programs this process runs, so a folder is used only when it can be trusted (`untrusted`): owned by
+this user and writable by no one else, and no folder above it writable by others without the sticky bit. Anything
+else (another user's folder, a world-writable one, a shared store's group-writable `compile_cache`) is refused with
+one warning naming the folder and the fix, and the process runs without a cache. A folder lenscope makes is private.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import warnings
 from pathlib import Path
 
 import jax
 
-__all__ = ["ENV", "cache_folder", "use_compile_cache", "use_user_compile_cache", "user_cache_folder"]
+__all__ = ["ENV", "UntrustedCache", "cache_folder", "untrusted", "use_compile_cache", "use_user_compile_cache",
+           "user_cache_folder"]
 
 ENV = "LENSCOPE_COMPILE_CACHE"
 _chosen: list[Path | None] = []  # the folder this process uses, once decided (the first store's wins)
@@ -39,13 +48,58 @@ def user_cache_folder() -> Path | None:
     return Path(base) / "lenscope" / "compile_cache"
 
 
+class UntrustedCache(UserWarning):
+    """A compile cache folder refused: someone other than this user could write programs into it."""
+
+
+def untrusted(folder: Path | str) -> str | None:
+    """Why programs in `folder` (an existing folder) cannot be trusted, or None when they can: it must be owned by
+    this user and writable by no one else, and every folder above it owned by this user or root, or not writable by
+    others, or sticky (as /tmp is, where no one may rename another's folder)."""
+    real = Path(os.path.realpath(folder))
+    me = os.geteuid()
+    try:
+        info = os.stat(real)
+    except OSError as err:
+        return f"it cannot be examined ({err.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if info.st_uid != me:
+        return f"it is owned by user id {info.st_uid}, not by this user (id {me})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        whom = "others" if info.st_mode & stat.S_IWOTH else "its group"
+        return f"it is writable by {whom} (mode {info.st_mode & 0o777:o})"
+    for above in real.parents:
+        info = os.stat(above)
+        if info.st_mode & stat.S_ISVTX or info.st_uid in (me, 0) and not info.st_mode & stat.S_IWOTH:
+            continue
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"the folder above it, {above}, can be written by others (mode {info.st_mode & 0o777:o}): " \
+                   "they could put another folder in its place"
+    return None
+
+
+def trusted(folder: Path, what: str) -> Path | None:
+    """`folder` if it can be trusted (made private when missing), else None after one warning naming `what` folder,
+    why, and the fix."""
+    if not folder.exists() and not folder.is_symlink():
+        # the user's own: another user's programs never land in it (made by another process first, or not at all:
+        # checked below like any existing folder)
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, mode=0o700)
+    problem = untrusted(folder)
+    if problem is None:
+        return folder
+    warnings.warn(f"{what} {folder} is not used: {problem}. Programs in it would run as you; make it yours and "
+                  f"private (chmod go-w), or set ${ENV} to a folder of your own (or to off). Running without it.",
+                  UntrustedCache, stacklevel=3)
+    return None
+
+
 def use_user_compile_cache() -> Path | None:
     """Turn the persistent cache on in the user's cache folder, once a process (a job's store may have chosen
-    first); the folder in use, None when off."""
-    folder = user_cache_folder()
-    if not _chosen and folder is not None and not folder.exists() and _writable(folder):
-        folder.mkdir(parents=True, mode=0o700)  # the user's own: another user's programs never land in it
-    return _use(folder)
+    first); the folder in use, None when off or refused."""
+    return _use(user_cache_folder())
 
 
 def _writable(folder: Path) -> bool:
@@ -67,12 +121,15 @@ def _use(folder: Path | None) -> Path | None:
     is respected), whatever the first call chose on later ones."""
     if _chosen:
         return _chosen[0]
-    if folder is not None and not _writable(folder):
-        folder = None  # a read-only store: no cache, rather than a warning per compilation
     if jax.config.jax_compilation_cache_dir:
-        folder = Path(jax.config.jax_compilation_cache_dir)
+        folder = trusted(Path(jax.config.jax_compilation_cache_dir), "JAX's compilation cache folder")
+        if folder is None:
+            jax.config.update("jax_enable_compilation_cache", False)
     elif folder is not None:
-        jax.config.update("jax_compilation_cache_dir", str(folder))
+        # a read-only store: no cache, rather than a warning per compilation
+        folder = trusted(folder, "the compile cache folder") if _writable(folder) else None
+        if folder is not None:
+            jax.config.update("jax_compilation_cache_dir", str(folder))
     if folder is not None:
         # Analyses compile in well under JAX's default one second, and those are the compilations a user waits on.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -32,12 +32,14 @@ _TEMP_OVERHEAD = len("..") + 8 + len(_TEMP_SUFFIX)  # ".NAME." + mkstemp's 8 ran
 
 
 @contextmanager
-def atomic_path(path: Path | str) -> Iterator[Path]:
-    """Yield a temporary sibling of `path` to write; it replaces `path` only if the block succeeds."""
+def atomic_path(path: Path | str, *, private: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling of `path` to write; it replaces `path` only if the block succeeds, and is removed
+    if it fails (a full disk leaves no temporary behind). `private`: the file stays readable by this user only."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
-    os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a written file gets the mode open() would give it
+    if not private:
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a written file gets the mode open() would give it
     os.close(fd)
     try:
         yield Path(tmp)
@@ -47,9 +49,9 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         raise
 
 
-def write_atomic(path: Path | str, content: bytes, *, sync: bool = True) -> Path:
+def write_atomic(path: Path | str, content: bytes, *, sync: bool = True, private: bool = False) -> Path:
     """Write `content` to `path` through a temporary sibling (fsynced) and an atomic rename; returns the path."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+    with atomic_path(path, private=private) as tmp, open(tmp, "wb") as handle:
         handle.write(content)
         handle.flush()
         if sync:

@@ -5,11 +5,17 @@ Only for a replacement model that states what its programs compute (its `program
 lenscope's source, the versions of JAX, jaxlib, NumPy, Flax and Equinox, XLA's flags, JAX's numeric settings, the
 devices, the transcoders' types and specs (their arrays are arguments), the compile options, the arguments'
 structure (each node's module-qualified type), shapes, dtypes and devices, and the static arguments. Arguments on
-several devices, or holding a node type that is neither a plain container nor lenscope's own, are not saved. A file
-that cannot be read back is removed and the program compiled again; files are written under a temporary name, then
-renamed. A program that JAX's persistent cache already held is not saved (XLA's CPU client serializes such an
-executable without its code), so programs are saved by the process that compiles them first: after lenscope's
-source changes, a program JAX's cache still holds is not saved again until that entry goes.
+several devices, or holding a node type that is neither a plain container nor lenscope's own, are not saved.
+
+A file starts with the SHA-256 of its whole key, checked before anything in it is read: a file copied over another
+(whose name is only a prefix of its key's digest), damaged or foreign is removed and the program compiled again.
+JAX serializes an executable with pickle, and loading one runs its code, so files are read only from a folder this
+user owns that no one else can write (compile_cache.untrusted), and only files of this user that no one else can
+write; they are written private under a temporary name (removed if the write fails), then renamed.
+
+A program that JAX's persistent cache already held is not saved (XLA's CPU client serializes such an executable
+without its code), so programs are saved by the process that compiles them first: after lenscope's source changes,
+a program JAX's cache still holds is not saved again until that entry goes.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import hashlib
 import importlib
 import os
 import pickle
-import tempfile
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,9 +35,12 @@ import numpy as np
 from jax.experimental import serialize_executable
 
 from ..capture.jax_private import compiled_count
+from ..compile_cache import untrusted
+from ..files import write_atomic
 from ..training.kinds.definition_key import own_type, structure_text
 
 FOLDER = "saved_programs"  # beside JAX's persistent cache entries, in the same folder
+MAGIC = b"lenscope saved program 1\n"  # then the key's SHA-256 (32 bytes), then the pickled executable
 _SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_disable_most_optimizations",
              "jax_default_prng_impl", "jax_numpy_dtype_promotion")
 _PACKAGES = ("jax", "jaxlib", "numpy", "flax", "equinox")
@@ -114,8 +123,10 @@ class SavedPrograms:
         self._jit = jax.jit(fn, static_argnums=static_argnums, compiler_options=compiler_options)
         self._static = static_argnums
         options = sorted((compiler_options or {}).items())
-        self._prefix = None if key is None or folder is None else f"{name}|{key}|{options}"
         self._folder = None if folder is None else Path(folder) / FOLDER
+        if self._folder is not None and self._folder.exists() and untrusted(self._folder) is not None:
+            self._folder = None  # someone else could write there: JAX's own programs only
+        self._prefix = None if key is None or self._folder is None else f"{name}|{key}|{options}"
         self._programs: dict[tuple, Any] = {}
         self.loaded = 0  # programs read from files (the rest of `count` were compiled)
 
@@ -141,35 +152,54 @@ class SavedPrograms:
         settings = [str(getattr(jax.config, name, None)) for name in _SETTINGS]
         devices = [jax.default_backend(), jax.process_count(), *(d.device_kind for d in jax.local_devices())]
         text = f"{self._prefix}|{static!r}|{described}|{settings}|{devices}|{_environment()}"
-        path = self._folder / f"{hashlib.sha256(text.encode()).hexdigest()[:40]}.xla"
-        if path.exists():
-            try:
-                payload, out_tree = pickle.loads(path.read_bytes())
-                program = serialize_executable.deserialize_and_load(payload, _in_tree(dynamic), out_tree)
-                self.loaded += 1
-                return program
-            except Exception:  # noqa: BLE001 - a damaged or foreign file: compile again, and replace it
-                pass
-            path.unlink(missing_ok=True)
+        digest = hashlib.sha256(text.encode()).digest()
+        path = self._folder / f"{digest.hex()[:40]}.xla"
+        data = _read_own(path)
+        if data is not None:
+            head = MAGIC + digest
+            if data.startswith(head):
+                try:
+                    payload, out_tree = pickle.loads(data[len(head):])
+                    program = serialize_executable.deserialize_and_load(payload, _in_tree(dynamic), out_tree)
+                    self.loaded += 1
+                    return program
+                except Exception:  # noqa: BLE001 - a damaged file: compile again, and replace it
+                    pass
+            path.unlink(missing_ok=True)  # another key's program (copied over this one), damaged, or foreign
         hits = _cache_hits[0]
         program = self._jit.lower(*args).compile()
         if _cache_hits[0] == hits:  # an executable JAX's cache loaded serializes without its code: not saved
-            self._save(path, program, _in_tree(dynamic))
+            self._save(path, digest, program, _in_tree(dynamic))
         return program
 
-    def _save(self, path: Path, program: Any, in_tree: Any) -> None:
-        """Write the program's executable and output structure to `path` (temporary name, then rename); one whose
-        structures do not survive pickling (Equinox's treedefs do not), or a folder that cannot be written, leaves
-        the program unsaved. The input structure is rebuilt from the arguments when loading."""
+    def _save(self, path: Path, digest: bytes, program: Any, in_tree: Any) -> None:
+        """Write the key's digest, the program's executable and output structure to `path` (private, through a
+        temporary name removed on failure); one whose structures do not survive pickling (Equinox's treedefs do
+        not), or a folder that cannot be written, leaves the program unsaved. The input structure is rebuilt from
+        the arguments when loading."""
         payload, compiled_in, out_tree = serialize_executable.serialize(program)
         if compiled_in != in_tree or pickle.loads(pickle.dumps(out_tree)) != out_tree:
             return
-        data = pickle.dumps((payload, out_tree))
+        data = MAGIC + digest + pickle.dumps((payload, out_tree))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".saving-")
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(temporary, path)
+            path.parent.mkdir(exist_ok=True, mode=0o700)
+            write_atomic(path, data, sync=False, private=True)
         except OSError:
             return
+
+
+def _read_own(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file of this user that no one else can write (never through a
+    symlink); None otherwise, or when it cannot be read."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return None
+        try:
+            return file.read()
+        except OSError:
+            return None
