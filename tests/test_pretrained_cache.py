@@ -13,7 +13,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: E402
 
-from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
 from lenscope.models import from_pretrained  # noqa: E402
 
@@ -78,15 +77,16 @@ def test_names_by_dotted_name_path_glob_predicate_or_name_and_layer(loaded) -> N
 
 def test_one_program_per_shape_bucket_and_choice_of_hooks(loaded) -> None:
     _, model = loaded
+    programs = model._hooked.programs
     ids = np.random.default_rng(1).integers(4, 50, (2, 5))
     model.run_with_cache(ids, names_filter="blocks.*.hook_resid_post")
-    program = model._programs[("blocks/0/hook_resid_post", "blocks/1/hook_resid_post")]
+    before = programs.compiles
     model.run_with_cache(ids + 1, names_filter=["blocks.0.hook_resid_post", "blocks.1.hook_resid_post"])
-    assert compiled_count(program) == 1  # the same hooks, however named, and the same shape: one program
+    assert programs.compiles == before  # the same hooks, however named, and the same shape: one program
     model.run_with_cache(ids[:, :4], names_filter="blocks.*.hook_resid_post")
-    assert compiled_count(program) == 1  # another length in the same bucket: the same program
+    assert programs.compiles == before  # another length in the same bucket: the same program
     model.run_with_cache(np.tile(ids, 4), names_filter="blocks.*.hook_resid_post")
-    assert compiled_count(program) == 2  # a length in the next bucket: a new program
+    assert programs.compiles == before + 1  # a length in the next bucket: a new program
 
 
 def test_bad_names_say_the_nearest(loaded) -> None:
@@ -132,14 +132,22 @@ def test_hooks_see_their_name_none_changes_nothing_and_programs_are_reused(loade
     seen = []
 
     def look(x, hook):
-        seen.append((hook.name, hook.layer, x.shape))  # while tracing: once per program
+        seen.append((hook.name, hook.layer(), x.shape))  # a side effect: the hook runs eagerly, once per call
 
     plain = np.asarray(model(ids))
     np.testing.assert_allclose(np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.*.hook_resid_post", look)])),
                                plain, atol=1e-5)
     assert seen == [("blocks.0.hook_resid_post", 0, (1, 5, 32)), ("blocks.1.hook_resid_post", 1, (1, 5, 32))]
     model.run_with_hooks(ids + 1, fwd_hooks=[(lambda name: name.endswith("hook_resid_post"), look)])
-    assert len(seen) == 2  # the same hook points and function: the same program, not traced again
+    assert len(seen) == 4  # as in TransformerLens: every call appends
+
+    def double(x, hook):
+        return x * 2.0
+
+    compiles = model._hooked.programs.compiles
+    model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_post", double)])
+    model.run_with_hooks(ids + 1, fwd_hooks=[(lambda name: name == "blocks.0.hook_resid_post", double)])
+    assert model._hooked.programs.compiles == compiles + 1  # the same hook points and function: one program
     loss = model.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_post", look)], return_type="loss")
     assert float(loss) == pytest.approx(float(model(ids, return_type="loss")), abs=1e-5)
     with pytest.raises(UsageError, match=r"fwd_hooks\[0\]: expected a pair"):

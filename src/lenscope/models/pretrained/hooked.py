@@ -1,36 +1,44 @@
-"""`run_with_hooks`' pieces: TransformerLens-style hook functions `fn(activation, hook)` compiled into the forward,
-and the model's kept programs, one per choice of hooks (and of hook points recorded with them)."""
+"""`run_with_hooks`' pieces: TransformerLens-style hook functions `fn(activation, hook)` run in the forward, through
+the model's interactive programs (capture.interactive): one program per meaning of the hooks, never a stale one,
+and an eager answer while a new program compiles."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import equinox as eqx
+import jax
 
 from ...capture.equinox import EquinoxBackend
+from ...capture.interactive import Interactive
 from ...capture.patch import patched, record
 from ...errors import UsageError
 from .activation_cache import select_hooks
 
-__all__ = ["HookPoint", "HookSpec", "HookedPrograms", "hook_spec", "hooked_forward"]
+__all__ = ["HookPoint", "HookSpec", "HookedPrograms", "hook_spec"]
 
 HookSpec = tuple[tuple[str, tuple[Callable[..., Any], ...]], ...]  # (path, its hook functions in order), call order
+BACKEND = EquinoxBackend()
 
 
 @dataclass(frozen=True)
 class HookPoint:
-    """What a hook function gets beside the activation, as TransformerLens' `hook`: its dotted `name`."""
+    """What a hook function gets beside the activation, as TransformerLens' `hook`: its dotted `name`, `layer()`,
+    and `save(value)`, which returns a value computed in the hook with the call's result (`model.saved`)."""
 
     name: str
+    _saved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
     def layer(self) -> int | None:
-        """The block index of a `blocks.L....` hook (None outside the blocks)."""
+        """The block index of a `blocks.L....` hook (None outside the blocks), as TransformerLens' `hook.layer()`."""
         parts = self.name.split(".")
         return int(parts[1]) if parts[0] == "blocks" and len(parts) > 1 and parts[1].isdigit() else None
+
+    def save(self, value: Any, name: str | None = None) -> None:
+        """Keep `value` (an array, or a tree of them) for after the call: `model.saved[name or hook.name]`."""
+        self._saved[self.name if name is None else name] = value
 
 
 def hook_spec(fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]], hooks: Sequence[str]) -> HookSpec:
@@ -44,33 +52,37 @@ def hook_spec(fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]], hooks: Sequen
     return tuple((path, tuple(chosen[path])) for path in hooks if path in chosen)
 
 
-def hooked_forward(spec: HookSpec, recorded: tuple[str, ...] | None = None) -> Any:
-    """A compiled forward with `spec`'s hook functions applied where they sit (a hook returning None: unchanged);
-    with `recorded`, it returns (logits, {path: activation}) too, each as the hooks left it."""
-    patch = {path: _chain(HookPoint(path.replace("/", ".")), fns) for path, fns in spec}
-    if recorded is None:
-        return eqx.filter_jit(lambda model, tokens, mask: patched(lambda t, m: model(t, m), (tokens, mask), patch,
-                                                                  backend=EquinoxBackend()))
-    return eqx.filter_jit(lambda model, tokens, mask: record(lambda t, m: model(t, m), (tokens, mask),
-                                                             list(recorded), patch, backend=EquinoxBackend()))
-
-
 class HookedPrograms:
-    """The compiled forwards of the last `kept` choices of (hooks, recorded hook points or None), least recent
-    dropped first: a hook function defined once reuses its program; a new lambda per call compiles per call."""
+    """A model's forwards with hooks (and recorded hook points): `run(spec, model, tokens, mask, recorded)`."""
 
-    def __init__(self, kept: int) -> None:
-        self.kept = kept
-        self._programs: OrderedDict[tuple[HookSpec, tuple[str, ...] | None], Any] = OrderedDict()
+    def __init__(self, kept: int, background: bool | None = None) -> None:
+        self.programs = Interactive(kept, background)
 
-    def get(self, spec: HookSpec, recorded: tuple[str, ...] | None = None) -> Any:
-        key = (spec, recorded)
-        if key not in self._programs:
-            self._programs[key] = hooked_forward(spec, recorded)
-            while len(self._programs) > self.kept:
-                self._programs.popitem(last=False)
-        self._programs.move_to_end(key)
-        return self._programs[key]
+    def run(self, spec: HookSpec, model: Any, tokens: jax.Array, mask: jax.Array | None,
+            recorded: tuple[str, ...] | None = None) -> tuple[Any, dict[str, Any]]:
+        """(logits, or (logits, {path: activation as the hooks left it}) with `recorded`; what hooks saved)."""
+        paths = tuple(path for path, _ in spec)
+        counts = tuple(len(fns) for _, fns in spec)
+        arrays, static = eqx.partition(model, eqx.is_array)
+
+        def make(fns: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+            def forward(arrays: Any, tokens: jax.Array, mask: jax.Array | None) -> tuple[Any, dict[str, Any]]:
+                saved: dict[str, Any] = {}
+                given = iter(fns)
+                patch = {path: _chain(HookPoint(path.replace("/", "."), saved), tuple(next(given) for _ in range(n)))
+                         for path, n in zip(paths, counts)}
+                decoder = eqx.combine(arrays, static)
+
+                def run(t: jax.Array, m: jax.Array | None) -> jax.Array:
+                    return decoder(t, m)
+                if recorded is None:
+                    return patched(run, (tokens, mask), patch, backend=BACKEND), saved
+                return record(run, (tokens, mask), list(recorded), patch, backend=BACKEND), saved
+            return forward
+
+        context = (jax.tree_util.tree_structure(static), paths, counts, recorded)
+        hooks = [fn for _, fns in spec for fn in fns]
+        return self.programs.call(make, hooks, (arrays, tokens, mask), context)
 
 
 def _chain(point: HookPoint, fns: tuple[Callable[..., Any], ...]) -> Callable[[Any], Any]:

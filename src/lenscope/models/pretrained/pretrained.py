@@ -18,7 +18,6 @@ from jax.sharding import Mesh
 
 from ...capture.capture import discover
 from ...capture.equinox import EquinoxBackend
-from ...capture.patch import record
 from ...compile_cache import use_user_compile_cache
 from ...errors import UsageError
 from .activation_cache import ActivationCache, hook_names, select_hooks
@@ -78,13 +77,7 @@ def _is_text(given: Any) -> bool:
 def _full(tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
     """The mask, or every position real when there is none."""
     return jnp.ones_like(tokens) if mask is None else mask
-HOOKED_KEPT = 8  # run_with_hooks keeps the programs of this many recent choices of hooks
-
-
-def _recorder(paths: tuple[str, ...]) -> Any:
-    """A compiled forward that also returns the outputs at `paths` (one per choice of hooks, kept by the model)."""
-    return eqx.filter_jit(lambda model, tokens, mask: record(lambda t, m: model(t, m), (tokens, mask), list(paths),
-                                                             backend=EquinoxBackend()))
+HOOKED_KEPT = 8  # the programs of this many recent choices of hooks (and recorded points) are kept
 
 
 @dataclass
@@ -97,7 +90,7 @@ class Pretrained:
     path: Path
     hf_config: dict[str, Any] = field(repr=False)
     checkpoint_bytes: int = 0
-    _programs: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    saved: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)  # hook.save()'d
     _hooks: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
     _hooked: HookedPrograms = field(default_factory=lambda: HookedPrograms(HOOKED_KEPT), init=False, repr=False,
                                     compare=False)
@@ -144,12 +137,10 @@ class Pretrained:
         spec = hook_spec(self._active, self.hook_names())
         if spec:
             tokens, mask = self._ids(input, attention_mask)
-            logits, acts = self._hooked.get(spec, chosen)(self.model, tokens, mask)
+            (logits, acts), self.saved = self._hooked.run(spec, self.model, tokens, mask, chosen)
         else:
-            if chosen not in self._programs:
-                self._programs[chosen] = _recorder(chosen)
             padded = self._padded(input, attention_mask)
-            logits, acts = self._programs[chosen](self.model, padded.tokens, padded.mask)
+            (logits, acts), _ = self._hooked.run((), self.model, padded.tokens, padded.mask, chosen)
             logits, acts = padded.cut(logits), padded.cut_recorded(acts)
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
         return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
@@ -163,7 +154,8 @@ class Pretrained:
         indexes positions (`x[:, -1]`) and must not see padding."""
         _check_return_type(return_type)
         tokens, mask = self._ids(input, attention_mask)
-        logits = self._hooked.get(hook_spec((*self._active, *fwd_hooks), self.hook_names()))(self.model, tokens, mask)
+        spec = hook_spec((*self._active, *fwd_hooks), self.hook_names())
+        logits, self.saved = self._hooked.run(spec, self.model, tokens, mask)
         if return_type == "logits":
             return logits
         loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
@@ -320,6 +312,15 @@ class Pretrained:
     def to_single_token(self, text: str) -> int:
         """The tokenizer's `to_single_token`: the id of a one-token text."""
         return self._tokenizer("to_single_token").to_single_token(text)
+
+    @property
+    def eager_first(self) -> bool:
+        """Whether a call whose program is not compiled yet answers op by op while it compiles in the background."""
+        return self._hooked.programs.background
+
+    @eager_first.setter
+    def eager_first(self, on: bool) -> None:
+        self._hooked.programs.background = bool(on)
 
     @property
     def cfg(self) -> DecoderConfig:
