@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import UsageError, hint
 from ..files import atomic_path
+from ..models.hub.dictionary import dictionary_folder
 from .core import BATCH_TOPK, Dictionary, Spec
 from .saelens_checks import check_tensors, read_cfg
 
@@ -80,11 +81,13 @@ def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, A
     return folder
 
 
-def load_saelens(folder: str | os.PathLike) -> tuple[Dictionary, dict[str, Any]]:
-    """(Dictionary, its cfg.json) from a SAELens folder; unknown architectures and settings are refused by name."""
+def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[Dictionary, dict[str, Any]]:
+    """(Dictionary, its cfg.json) from a SAELens folder, a hub address `hf://ORG/REPO[/SUBFOLDER][@REVISION]`, or a
+    SAELens release's SAE (`saelens://RELEASE/SAE_ID`, or `load_saelens(RELEASE, sae_id=SAE_ID)`), fetched into
+    the Hugging Face cache once; unknown architectures and settings are refused by name."""
     from safetensors.numpy import load_file  # lazy: safetensors is needed only to read or write these files
 
-    folder = Path(folder)
+    folder = dictionary_folder(folder, sae_id)
     for name in (CFG_FILENAME, WEIGHTS_FILENAME):
         if not (folder / name).is_file():
             raise UsageError(f"{folder} is not a SAELens dictionary folder: it lacks {name} "

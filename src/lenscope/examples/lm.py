@@ -1,9 +1,10 @@
 """Language-model jobs: `lm/train` (fine-tune a pretrained checkpoint, or train a decoder family from scratch)
 and `lm/eval` (loss and perplexity).
 
-`model/pretrained=PATH` names a local Hugging Face folder (or a repo id in the local HF cache) and
-`data/text=PATH` local text; every analysis, op and intervention then runs on the pretrained model, on a
-checkpoint (`--base`) or in tandem with fine-tuning, like on any other trainer's model.
+`model/pretrained=ORG/NAME[@REVISION]` names a Hugging Face repo (fetched into the HF cache once) or a local
+folder, and `data/text=PATH` local text or `hf://datasets/ORG/NAME` a corpus on the hub; every analysis, op and
+intervention then runs on the pretrained model, on a checkpoint (`--base`) or in tandem with fine-tuning, like on
+any other trainer's model.
 `model/family=gpt2|gpt_neox|llama` instead builds a fresh decoder from `model/*` sizes with a BPE trained on the
 text (`lm_scratch`, `lm_corpus`; `data/text=stdlib` is the interpreter's standard library).
 """
@@ -42,9 +43,12 @@ class LmConfig(TrainerConfig, PretrainedConfig, ScratchConfig):
     """The checkpoint (`model/pretrained`) or a family to train from scratch (`model/family`), and the local text."""
 
     text: str | None = field("data/text", default=None,
-                             help="a .txt, .jsonl or .parquet file or a folder of them; with model/family also "
-                                  "'stdlib': this interpreter's standard-library sources")
-    text_key: str = field("data/text_key", default="text", help="the field holding the text in .jsonl/.parquet")
+                             help="a .txt, .jsonl or .parquet file or a folder of them, or a corpus on the Hugging "
+                                  "Face Hub, hf://datasets/ORG/NAME[/CONFIG][@REVISION] (streamed); with "
+                                  "model/family also 'stdlib': this interpreter's standard-library sources")
+    text_key: str = field("data/text_key", default="text",
+                          help="the field holding the text in .jsonl/.parquet (and in an hf://datasets corpus)")
+    split: str = field("data/split", default="train", help="the split of an hf://datasets/ORG/NAME corpus")
     seq_len: int = field("data/seq_len", default=128, gt=0, help="tokens per example")
     packing: Literal["packed", "padded"] = field("data/packing", default="packed",
                                                  help="packed: documents joined and cut into full rows; padded: "
@@ -110,7 +114,7 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         """The documents of `data/text` (a model/family job's; `stdlib` is the standard library)."""
         if not self.args.text:
             raise ConfigError("data/text is required: 'stdlib', or a .txt, .jsonl or .parquet file or a folder of them")
-        return read_corpus(self.args.text, self.args.text_key, self.args.max_documents)
+        return read_corpus(self.args.text, self.args.text_key, self.args.max_documents, self.args.split)
 
     @cached_property
     def tokenized(self) -> Tokenized:

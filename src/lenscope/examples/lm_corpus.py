@@ -2,7 +2,9 @@
 
 `data/text=stdlib` reads the running interpreter's standard-library sources (`.py` files; test folders and
 site-packages left out), one document per file: real text every machine has offline. It depends on the Python
-version, so the file list and a SHA-256 of the contents are recorded on the run's node. Any other
+version, so the file list and a SHA-256 of the contents are recorded on the run's node.
+`data/text=hf://datasets/ORG/NAME[/CONFIG][@REVISION]` streams split `data/split` of a corpus on the Hugging Face
+Hub through `datasets` (models/hub/corpus.py), one document per record, stopping at `data/max_documents`. Any other
 `data/text=PATH` (.txt, .jsonl, .parquet, a folder of them) is read as `lm_text.read_texts` reads it, one
 document per line or record.
 
@@ -26,6 +28,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..files import atomic_path, write_atomic
+from ..models.hub import is_hub_address
+from ..models.hub.corpus import stream_texts
 from .lm_text import read_file, text_files
 
 __all__ = ["EOS", "STDLIB", "Corpus", "Tokenized", "is_validation", "read_corpus", "stdlib_files", "tokenize",
@@ -100,8 +104,14 @@ class Corpus:
         return out
 
 
-def read_corpus(text: str, key: str = "text", max_documents: int = 0) -> Corpus:
-    """The documents of `data/text`: the standard library (`stdlib`), else local text files."""
+def read_corpus(text: str, key: str = "text", max_documents: int = 0, split: str = "train") -> Corpus:
+    """The documents of `data/text`: the standard library (`stdlib`), a corpus on the hub (`hf://datasets/...`,
+    streamed: only `max_documents` are read), else local text files."""
+    if is_hub_address(text):
+        texts = list(stream_texts(text, split, key, max_documents))
+        if not texts:
+            raise ConfigError(f"data/text={text!r} split {split!r} holds no text")
+        return Corpus(text, [f"{split}#{i}" for i in range(len(texts))], texts, [f"{text}:{split}"])
     if text == STDLIB:
         root, files = stdlib_files()
         texts = [(root / f).read_text(encoding="utf-8", errors="replace") for f in files]

@@ -42,8 +42,9 @@ class TrainerConfig:
     )
     pretrained: str | None = field(
         "model/pretrained", default=None,
-        help="a local Hugging Face decoder LM folder (or a repo id in the local HF cache) as the model, for the "
-             "jobs that take one (lm/train, lm/eval, grokking/train); the others refuse it",
+        help="a Hugging Face decoder LM repo id, ORG/NAME[@REVISION] (fetched into the HF cache once), or a local "
+             "folder, as the model, for the jobs that take one (lm/train, lm/eval, grokking/train); the others "
+             "refuse it",
     )
     lr: float = field("optimization/lr", default=1e-3, help="peak learning rate")
     warmup_steps: int = field(

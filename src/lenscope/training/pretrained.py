@@ -67,8 +67,8 @@ class PretrainedModel:
         """The checkpoint (model, tokenizer, config) from `model/pretrained`, read into the parameters' shardings."""
         path = getattr(self.args, "pretrained", None)
         if not path:
-            raise ConfigError("model/pretrained is required: a local Hugging Face model folder, e.g. "
-                              "model/pretrained=~/models/gpt2, or a repo id in the local HF cache")
+            raise ConfigError("model/pretrained is required: a Hugging Face repo id, e.g. "
+                              "model/pretrained=openai-community/gpt2 (or ORG/NAME@REVISION), or a local folder")
         # lazy: equinox and the decoder load only for jobs that use a checkpoint
         from ..models.pretrained import from_pretrained, process
         placement = self.placement

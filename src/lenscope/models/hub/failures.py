@@ -15,7 +15,13 @@ def named(address: Address) -> str:
 
 
 def _kinds(err: BaseException) -> set[str]:
-    return {cls.__name__ for cls in type(err).__mro__}
+    """The class names of `err` and of the errors it was raised from (a timeout under a lookup error)."""
+    names: set[str] = set()
+    seen = 0
+    while err is not None and seen < 8:
+        names |= {cls.__name__ for cls in type(err).__mro__}
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return names
 
 
 def explain(address: Address, err: BaseException, hub: Settings, file: str | None = None) -> UsageError:
