@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -11,11 +11,13 @@ import jax
 from .backend import CaptureBackend, Target
 from .capture import discover, make_capture_fn
 from .choose import resolve_backend
+from .lifted import Mode, lift
 from .paths import validate_selection
 from .specs import signature
 
 __all__ = ["Capturer"]
 
+KEPT = 8  # jitted functions kept, one per distinct outside reads (an analysis whose attributes change)
 Choose = Callable[[list[str]], str | Sequence[str]]  # discovered paths -> select()'s value
 
 
@@ -33,8 +35,9 @@ class Capturer:
         self.backend = resolve_backend(backend)
         self._lock = threading.RLock()  # a tandem warm-up compiles on another thread than the one that runs
         self._selection: tuple[list[str], bool] | None = None
-        self._function: Any = None
+        self._functions: dict[Hashable, Any] = {}
         self._executables: dict[tuple, jax.stages.Compiled] = {}
+        self.compiled = 0
 
     def selection(self, args: tuple) -> tuple[list[str], bool]:
         """The checked selection (paths, is_list): one abstract trace for discovery, then choose(), once (A4)."""
@@ -44,14 +47,22 @@ class Capturer:
                 self._selection = validate_selection(self.choose(list(found)), found)
             return self._selection
 
-    def function(self, args: tuple) -> Any:
-        """The jitted capture function of the selection, built once: same shapes never retrace (A5)."""
+    def reads(self) -> Hashable:
+        """What `analyze` and the forward read besides their arguments (attributes their code names on the
+        analysis, globals, closures), as a key: when it changes, the next run traces again (never stale, P7)."""
+        return lift(self.analyze, Mode.STATIC).key, lift(self.trace_fn, Mode.STATIC).key
+
+    def function(self, args: tuple, reads: Hashable | None = None) -> Any:
+        """The jitted capture function of the selection, built once per `reads`: same shapes never retrace (A5)."""
+        reads = self.reads() if reads is None else reads
         with self._lock:
-            if self._function is None:
+            if reads not in self._functions:
                 paths, as_list = self.selection(args)
-                self._function = jax.jit(make_capture_fn(self.trace_fn, paths, as_list, self.analyze, self.target,
-                                                         backend=self.backend))
-            return self._function
+                self._functions[reads] = jax.jit(make_capture_fn(self.trace_fn, paths, as_list, self.analyze,
+                                                                 self.target, backend=self.backend))
+                while len(self._functions) > KEPT:
+                    self._functions.pop(next(iter(self._functions)))
+            return self._functions[reads]
 
     def executable(self, args: tuple, options: Mapping[str, Any] | None = None) -> jax.stages.Compiled:
         """The capture function compiled for these argument types with these XLA options, once each.
@@ -60,18 +71,22 @@ class Capturer:
         executable, whatever placement details jit's own cache would key on.
         """
         options = dict(options or {})
-        key = (signature(args), tuple(sorted(options.items())))
+        reads = self.reads()
+        key = (signature(args), tuple(sorted(options.items())), reads)
         with self._lock:
             if key not in self._executables:
-                self._executables[key] = self.function(args).lower(*args).compile(options or None)
+                self._executables[key] = self.function(args, reads).lower(*args).compile(options or None)
+                self.compiled += 1
+                while len(self._executables) > KEPT * 4:
+                    self._executables.pop(next(iter(self._executables)))
             return self._executables[key]
 
     @property
     def compilations(self) -> int:
-        """How many executables were compiled: one per distinct argument signature (and options)."""
-        return len(self._executables)
+        """How many executables were compiled: one per distinct argument signature, options and outside reads."""
+        return self.compiled
 
     def reset(self) -> None:
         """Forget the selection, the function and the executables: the next use discovers and compiles again."""
         with self._lock:
-            self._selection, self._function, self._executables = None, None, {}
+            self._selection, self._functions, self._executables = None, {}, {}

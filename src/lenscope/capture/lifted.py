@@ -31,6 +31,9 @@ __all__ = ["Identity", "Lifted", "Mode", "SideEffect", "lift", "writes_outside"]
 MAX_DEPTH = 6  # how deep a walk follows functions, containers and attributes before it keys by identity
 NUMBERS = (int, float, complex)  # exact types: bool and enums are keys (they choose code paths)
 # Callables from these libraries are keyed by identity: their behaviour does not depend on the user's state.
+# An object's list, dict or set attribute is keyed by identity: code appends to it (a record kept across calls) far
+# more often than it reads it to decide what to compute; assigning a new one is seen.
+SINKS = (list, dict, set)
 LIBRARIES = ("jax", "jaxlib", "numpy", "builtins", "functools", "operator", "math", "equinox", "flax", "einops",
              "optax", "scipy", "matplotlib", "torch", "lenscope")
 
@@ -243,7 +246,8 @@ class _Walk:
         named = sorted(n for n in (attrs or {}) if n in read or n in self.names)
         static = _Walk(Mode.STATIC)
         static.names, static.visiting = self.names, self.visiting
-        parts = tuple((n, static.value(attrs[n], depth + 1)[0]) for n in named)  # type: ignore[index]
+        parts = tuple((n, Identity(x) if type(x) in SINKS else static.value(x, depth + 1)[0])
+                      for n, x in ((n, attrs[n]) for n in named))  # type: ignore[index]
         return ("obj", Identity(v), parts), lambda it: v
 
     names: frozenset[str] = frozenset()  # attribute names the lifted function's code uses anywhere

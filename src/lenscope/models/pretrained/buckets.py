@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["MIN_LENGTH", "Padded", "bucket", "pad_batch"]
@@ -53,11 +52,11 @@ class Padded:
         index[0] = slice(0, self.batch)
         for axis in seq_axes:
             index[axis] = slice(self.left, self.left + self.length)
-        return x[tuple(index)]
+        return _slice(x, tuple(index))
 
     def cut_loss(self, per_token: jax.Array) -> jax.Array:
         """A next-token loss [B, S-1] back to [batch, length-1]."""
-        return per_token if self.exact else per_token[: self.batch, : self.length - 1]
+        return per_token if self.exact else _slice(per_token, (slice(0, self.batch), slice(0, self.length - 1)))
 
     def cut_recorded(self, recorded: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Recorded activations by path, each back to the real rows and positions."""
@@ -65,6 +64,14 @@ class Padded:
             return recorded
         return {path: self.cut(x, (2, 3) if path.rsplit("/", 1)[-1] in SQUARE else (1,))
                 for path, x in recorded.items()}
+
+
+def _slice(x: jax.Array, index: tuple) -> jax.Array:
+    """`x[index]` without a compiled program per length (a new prompt length in a bucket compiles nothing): on
+    the CPU through NumPy's view; elsewhere a device slice (there a host round trip would cost more)."""
+    if x.is_fully_addressable and all(d.platform == "cpu" for d in x.devices()):
+        return jax.device_put(np.ascontiguousarray(np.asarray(x)[index]))
+    return x[index]
 
 
 def pad_batch(tokens: Any, mask: Any | None, cap: int | None = None, pad_id: int = 0,
@@ -75,12 +82,12 @@ def pad_batch(tokens: Any, mask: Any | None, cap: int | None = None, pad_id: int
     batch, length = ids.shape
     rows, width = bucket(batch), bucket(length, MIN_LENGTH, cap)
     if (rows, width) == (batch, length):
-        on_device = jnp.asarray(real)
-        return Padded(jnp.asarray(ids), on_device, on_device, batch, length)
+        on_device = jax.device_put(real)
+        return Padded(jax.device_put(ids), on_device, on_device, batch, length)
     extra = ((0, 0), (0, width - length)) if side == "right" else ((0, 0), (width - length, 0))
     ids, real = np.pad(ids, extra, constant_values=pad_id), np.pad(real, extra)
     ids = np.concatenate([ids, np.repeat(ids[:1], rows - batch, axis=0)])
     counted = np.concatenate([real, np.zeros((rows - batch, width), np.int32)])
     real = np.concatenate([real, np.repeat(real[:1], rows - batch, axis=0)])
-    return Padded(jnp.asarray(ids), jnp.asarray(real), jnp.asarray(counted), batch, length,
+    return Padded(jax.device_put(ids), jax.device_put(real), jax.device_put(counted), batch, length,
                   width - length if side == "left" else 0)

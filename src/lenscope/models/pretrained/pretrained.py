@@ -74,9 +74,25 @@ def _is_text(given: Any) -> bool:
     return isinstance(given, str) or (isinstance(given, (list, tuple)) and bool(given) and isinstance(given[0], str))
 
 
+def _array(given: Any) -> Any:
+    """Ids as an array: a JAX array (or tracer) as it is, anything else (lists, NumPy, torch tensors) through NumPy."""
+    if isinstance(given, jax.Array):
+        return given
+    if hasattr(given, "detach") and hasattr(given, "cpu"):  # a torch tensor, read without importing torch
+        given = given.detach().cpu().numpy()
+    return np.asarray(given)
+
+
+def _placed(x: Any, dtype: Any) -> jax.Array:
+    """`x` as a device array of `dtype`: host arrays placed without a compiled program (a new shape compiles none)."""
+    if isinstance(x, jax.Array):
+        return x if x.dtype == dtype else x.astype(dtype)
+    return jax.device_put(np.asarray(x, dtype))
+
+
 def _full(tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
     """The mask, or every position real when there is none."""
-    return jnp.ones_like(tokens) if mask is None else mask
+    return jax.device_put(np.ones(tokens.shape, np.int32)) if mask is None else mask
 HOOKED_KEPT = 8  # the programs of this many recent choices of hooks (and recorded points) are kept
 
 
@@ -243,7 +259,7 @@ class Pretrained:
         else:
             tokens, mask = self._ids(input, None)
             tokens, mask = np.asarray(tokens), np.ones(tokens.shape, np.int32)
-        run = Padded(jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(mask), *tokens.shape)
+        run = Padded(jax.device_put(tokens), jax.device_put(mask), jax.device_put(mask), *tokens.shape)
         if self.buckets:  # the prompt padded on the left; the cache holds prompt and continuation
             cap = None if self.config.n_positions is None else self.config.n_positions - max_new_tokens
             run = pad_batch(tokens, mask, cap=cap, side="left")
@@ -277,14 +293,15 @@ class Pretrained:
             if attention_mask is not None:
                 raise UsageError("attention_mask is for token ids; text is tokenized with its own mask")
             given, attention_mask = self._tokenizer("a text input").to_tokens(given)
-        tokens = jnp.asarray(given)
+        tokens = _array(given)
         if tokens.dtype.kind not in "iu" or tokens.ndim not in (1, 2):
             raise UsageError(f"model input: expected a string, a list of strings or integer token ids [batch, seq], "
                              f"got {tokens.dtype} of shape {tokens.shape}")
-        tokens = jnp.atleast_2d(tokens).astype(jnp.int32)
+        tokens = _placed(tokens.reshape(1, -1) if tokens.ndim == 1 else tokens, jnp.int32)
         if attention_mask is None:
             return tokens, None
-        mask = jnp.atleast_2d(jnp.asarray(attention_mask, jnp.int32))
+        mask = _array(attention_mask)
+        mask = _placed(mask.reshape(1, -1) if mask.ndim == 1 else mask, jnp.int32)
         if mask.shape != tokens.shape:
             raise UsageError(f"attention_mask of shape {mask.shape} for tokens of shape {tokens.shape}; expected "
                              "the same shape")
