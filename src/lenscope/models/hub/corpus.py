@@ -7,6 +7,7 @@ reads HF_ENDPOINT and HF_HUB_OFFLINE when it is imported, so set them before the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,19 @@ from .failures import explain
 from .settings import settings
 
 __all__ = ["stream_texts"]
+
+
+@contextlib.contextmanager
+def _online(config: Any) -> Iterator[None]:
+    """`datasets` allowed on the network while a named corpus is opened: lenscope's tables set
+    HF_DATASETS_OFFLINE=1 for themselves (analysis/table_schema.py), and a corpus named hf://datasets/... is a
+    request for the hub; HF_HUB_OFFLINE, the user's switch, was checked before."""
+    saved = config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE
+    config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = False
+    try:
+        yield
+    finally:
+        config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE = saved
 
 
 def _dataset(address: Address, split: str) -> Any:
@@ -28,8 +42,9 @@ def _dataset(address: Address, split: str) -> Any:
     import datasets  # lazy: only a corpus on the hub needs it, and it is slow to import
 
     try:
-        return datasets.load_dataset(address.repo, address.subfolder or None, split=split, streaming=True,
-                                     revision=address.revision)
+        with _online(datasets.config):
+            return datasets.load_dataset(address.repo, address.subfolder or None, split=split, streaming=True,
+                                         revision=address.revision)
     except ValueError as err:  # an unknown split or config: datasets names the ones there are
         raise UsageError(f"data/text={address}: {str(err).splitlines()[0][:300]} (data/split chooses the split; "
                          "the config is the part after the dataset's name)") from None
