@@ -240,17 +240,33 @@ class _Walk:
             parts = [self.value(x, depth + 1) for x in leaves]
             return ("tree", treedef, tuple(k for k, _ in parts)), \
                 lambda it: treedef.unflatten([b(it) for _, b in parts])
-        attrs = getattr(v, "__dict__", None)
         call = vars(type(v)).get("__call__")
         read = _names(call.__code__) if isinstance(call, types.FunctionType) else frozenset()
-        named = sorted(n for n in (attrs or {}) if n in read or n in self.names)
         static = _Walk(Mode.STATIC)
         static.names, static.visiting = self.names, self.visiting
         parts = tuple((n, Identity(x) if type(x) in SINKS else static.value(x, depth + 1)[0])
-                      for n, x in ((n, attrs[n]) for n in named))  # type: ignore[index]
+                      for n, x in _attributes(v, self.names | read))
         return ("obj", Identity(v), parts), lambda it: v
 
     names: frozenset[str] = frozenset()  # attribute names the lifted function's code uses anywhere
+
+
+def _attributes(v: Any, names: frozenset[str]) -> list[tuple[str, Any]]:
+    """The data attributes of `v` among `names`, its own or its class's (a class default and the same value set
+    on the instance are one key); methods and properties are code, not data."""
+    own = getattr(v, "__dict__", None) or {}
+    found = []
+    for name in sorted(names):
+        if name in own:
+            found.append((name, own[name]))
+            continue
+        for klass in type(v).__mro__:
+            if name in vars(klass):
+                value = vars(klass)[name]
+                if not (callable(value) or hasattr(value, "__get__")):
+                    found.append((name, value))
+                break
+    return found
 
 
 def _static(v: Any) -> Hashable:
