@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +31,37 @@ def directory_file() -> Path:
                      "directly: hf://ORG/REPO/PATH")
 
 
-@functools.cache
-def _releases(path: Path, stamp: float) -> dict[str, Any]:
-    import yaml  # lazy: read once, only when a release name is given
+TOP_KEY = re.compile(r"^([^\s#][^:]*):", re.MULTILINE)
 
-    with open(path, encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+
+@functools.cache
+def _blocks(path: Path, stamp: float) -> tuple[str, dict[str, tuple[int, int]]]:
+    """(the directory's text, {release: (start, end) of its block}): one release is parsed, not all of them."""
+    text = path.read_text(encoding="utf-8")
+    keys = [(m.group(1).strip().strip("'\""), m.start()) for m in TOP_KEY.finditer(text)]
+    ends = [start for _, start in keys[1:]] + [len(text)]
+    return text, {name: (start, end) for (name, start), end in zip(keys, ends)}
+
+
+def _release(path: Path, release: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """(the directory's entry of `release` or None, every release's name)."""
+    import yaml  # lazy: read only when a release name is given
+
+    text, blocks = _blocks(path, path.stat().st_mtime)
+    if release not in blocks:
+        return None, list(blocks)
+    start, end = blocks[release]
+    entry = yaml.load(text[start:end], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return entry.get(release), list(blocks)
 
 
 def release_address(release: str, sae_id: str) -> Address:
     """The hub address (repo, folder) of SAE `sae_id` of SAELens release `release`."""
     path = directory_file()
-    releases = _releases(path, path.stat().st_mtime)
-    if release not in releases:
+    entry, releases = _release(path, release)
+    if not isinstance(entry, dict):
         raise UsageError(f"SAELens release {release!r} is not in sae-lens' directory ({path})"
                          f"{hint(release, releases)}; see SAELens' list of pretrained SAEs, or give hf://ORG/REPO/PATH")
-    entry = releases[release]
     saes = {str(sae["id"]): str(sae["path"]) for sae in entry.get("saes", ())}
     if sae_id not in saes:
         raise UsageError(f"SAELens release {release!r} has no SAE id {sae_id!r}{hint(sae_id, saes)}; it has "
