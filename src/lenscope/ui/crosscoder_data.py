@@ -87,7 +87,7 @@ def birth(shares: tuple[float, ...], threshold: float) -> int:
 
 def read_latents(content: bytes | Path) -> Latents:
     """The latents of a crosscoder table; a TableError for a table without `latent` and `share_step_S` columns."""
-    table = columns(content)
+    table = columns(content, "the crosscoder table")
     steps = sorted(int(found.group(1)) for name in table if (found := _SHARE.fullmatch(name)))
     if "latent" not in table or not steps:
         raise TableError("not a crosscoder table: it needs a `latent` column and `share_step_S` columns")
@@ -128,7 +128,7 @@ def dashboard_latents(store: StoreReader, node: Node) -> set[int]:
         info = artifact_info(store, node, DASHBOARDS)
         if info.size > MAX_TABLE_BYTES:
             return set()
-        found = columns(artifact_file(store, info)).get("latent") or []
+        found = columns(artifact_file(store, info), DASHBOARDS, ["latent"]).get("latent") or []
     except (Missing, TableError):
         return set()
     return {t for t in found if isinstance(t, int) and not isinstance(t, bool)}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+from lenscope.ui.nodes import Missing, artifact_file, artifact_info, parse_node
+from lenscope.ui.tables import TableError, columns
 
 HIST_W, HIST_H = 420, 120
 MAX_TABLE_BYTES = 64 << 20  # a dashboard table these pages parse whole; a larger one is refused unread
@@ -18,8 +18,6 @@ NUMBERS = ("density", "max_activation", "mean_activation")
 
 def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
     """(ui, node, artifact name, the dashboard rows) of the request's artifact."""
-    import pyarrow.parquet as pq  # lazy: pyarrow takes ~0.2 s to import and only these pages need it
-
     ui = request.app.state.ui
     node = parse_node(request.path_params["address"])
     name = request.path_params["name"]
@@ -30,10 +28,14 @@ def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
         raise Missing(f"{name} on {node.address} is too large to show here ({info.size} bytes; at most "
                       f"{MAX_TABLE_BYTES}): download it")
     try:
-        rows = [_clean(row) for row in pq.read_table(io.BytesIO(artifact_content(ui.store, info))).to_pylist()]
+        table = columns(artifact_file(ui.store, info), name)
+        names = list(table)
+        rows = [_clean(dict(zip(names, values))) for values in zip(*table.values())]
     except Missing:
         raise
-    except Exception as error:  # pyarrow raises several types for a damaged file, _clean a TypeError or KeyError
+    except TableError as error:
+        raise Missing(f"{name} on {node.address} cannot be shown: {error}") from None
+    except Exception as error:  # _clean: a TypeError or KeyError
         raise Missing(f"{name} on {node.address} is not a readable dashboard table: {error}") from None
     return ui, node, name, rows
 

@@ -3,16 +3,18 @@ its page, its top contexts and the logits it pushes (what the graph page shows o
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from lenscope.parquet_reader import batches, check_rows, open_parquet
 from lenscope.store import StoreReader
-from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+from lenscope.ui.nodes import Missing, artifact_file, artifact_info, parse_node
 
 MAX_TABLE_BYTES = 64 << 20  # a dashboard table the graph page reads for its feature cards
+MAX_TABLE_ROWS = 1 << 18  # its rows, streamed a batch at a time: only the rows of the graph's features are kept
+MAX_DECODED = 256 << 20  # its decoded bytes, by its footer (a batch at a time is held)
 CONTEXTS, LOGITS = 3, 5  # what a card holds of a dashboard: its top contexts and its top and bottom logits
 COLUMNS = ("latent", "top_activation", "top_context", "top_highlight", "top_logit_tokens", "top_logit_values",
            "bottom_logit_tokens", "bottom_logit_values")
@@ -73,20 +75,26 @@ def card(row: Mapping[str, Any], href: str) -> dict[str, Any]:
 
 
 def _table_rows(store: StoreReader, node: Any, layer: int, latents: set[int]) -> list[dict[str, Any]]:
-    """The rows of `latents` in a layer's dashboard table; [] when there is no readable table."""
+    """The rows of `latents` in a layer's dashboard table, read a batch at a time (only those rows kept); [] when
+    there is no readable table, or one past the bounds its footer is checked against before anything is decoded."""
     import pyarrow as pa  # lazy: only graph pages with a transcoder node read tables
     import pyarrow.compute as pc  # lazy: as above
-    import pyarrow.parquet as pq  # lazy: as above
 
     try:
         info = artifact_info(store, node, dashboard_table(layer))
         if info.size > MAX_TABLE_BYTES:
             return []
-        table = pq.read_table(io.BytesIO(artifact_content(store, info)))
-        table = table.select([c for c in COLUMNS if c in table.column_names])
-        chosen = pc.is_in(table.column("latent").cast(pa.int64()), value_set=pa.array(sorted(latents), pa.int64()))
-        return table.filter(chosen).to_pylist()
-    except Exception:  # no such node or table, or a damaged one: that layer's features get no cards
+        what = f"{info.name} on {node}"
+        parquet = open_parquet(artifact_file(store, info), what)
+        present = [c for c in COLUMNS if c in parquet.schema_arrow.names]
+        check_rows(parquet, what, max_rows=MAX_TABLE_ROWS, max_bytes=MAX_DECODED, columns=present)
+        wanted = pa.array(sorted(latents), pa.int64())
+        rows: list[dict[str, Any]] = []
+        for batch in batches(parquet, what, columns=present, kept=False):
+            chosen = pc.is_in(batch.column("latent").cast(pa.int64()), value_set=wanted)
+            rows += batch.filter(chosen).to_pylist()
+        return rows
+    except Exception:  # no such node or table, a damaged or too large one: that layer's features get no cards
         return []
 
 

@@ -5,20 +5,22 @@ graph files name one transcoder node (a feature's id is then its layer, latent a
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from lenscope.parquet_reader import ParquetError, read_table
 from lenscope.store import StoreReader
 from lenscope.ui.graph_page import GraphView
-from lenscope.ui.nodes import Missing, artifact_content, artifact_info, parse_node
+from lenscope.ui.nodes import Missing, artifact_content, artifact_file, artifact_info, parse_node
 
 OP = "compare_attribution_graphs"  # the op's name: its summary NAME.json and table NAME.parquet
 MAX_SUMMARY_BYTES = 1 << 20
 MAX_TABLE_BYTES = 64 << 20
+MAX_TABLE_ROWS = 1 << 20  # a comparison table's rows (one per node and edge it compares), by its footer
+MAX_DECODED = 128 << 20  # and their decoded bytes
 MARKS = {"appears": "only", "vanishes": "only", "changed": "changed", "kept": "kept"}
 
 
@@ -73,22 +75,21 @@ def _number(value: Any) -> float | None:
 
 def _table_marks(store: StoreReader, node: Any, summary: dict[str, Any], in_order: bool) -> list[dict[str, Any]]:
     """Each pane's marks from the comparison table: a pane showing graph A marks A's nodes (vanishes: only here)."""
-    import pyarrow.parquet as pq  # lazy: only a side-by-side page with a comparison reads one
-
     info = artifact_info(store, node, summary["table"])
     if info.size > MAX_TABLE_BYTES:
         raise Missing(f"the comparison table {info.name!r} on {node} is too large to read ({info.size} bytes)")
     try:
-        rows = pq.read_table(io.BytesIO(artifact_content(store, info)),
-                             columns=["item", "node_a", "node_b", "status", "value_a", "value_b"]).to_pylist()
-    except Exception as error:  # pyarrow raises several types for a damaged file or a missing column
-        raise Missing(f"the comparison table {info.name!r} on {node} cannot be read: {error}") from None
+        rows = read_table(artifact_file(store, info), f"the comparison table {info.name!r} on {node}",
+                          max_rows=MAX_TABLE_ROWS, max_bytes=MAX_DECODED,
+                          columns=["item", "node_a", "node_b", "status", "value_a", "value_b"]).to_pylist()
+    except ParquetError as error:
+        raise Missing(str(error)) from None
     sides: list[dict[str, Any]] = [{}, {}]
-    for row in rows:
-        if row["item"] != "node" or row["status"] not in MARKS:
+    for row in rows:  # a foreign value (a list where a name belongs) is skipped, not a failed page
+        if row["item"] != "node" or not isinstance(row["status"], str) or row["status"] not in MARKS:
             continue
         for k, (here, there) in enumerate((("a", "b"), ("b", "a"))):
-            if row[f"node_{here}"]:
+            if isinstance(row[f"node_{here}"], str) and row[f"node_{here}"]:
                 sides[k][row[f"node_{here}"]] = {"mark": MARKS[row["status"]], "here": _number(row[f"value_{here}"]),
                                                  "there": _number(row[f"value_{there}"])}
     return sides if in_order else sides[::-1]

@@ -1,14 +1,16 @@
 """Parquet previews: column names and types, the row count, and one page of rows as short display strings; a
-large or cached table's outline (its footer alone), which the node page shows folded."""
+large or cached table's outline (its footer alone), which the node page shows folded. Every read goes through
+lenscope.parquet_reader: checked against the footer before decoding, a page reading only its rows."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from lenscope.parquet_reader import ParquetError, open_parquet, read_rows, read_table
 
 PAGE_ROWS = 50
 MAX_CELL = 120  # characters of one cell shown; the download has the rest
@@ -18,8 +20,8 @@ FOLD_BYTES = 1 << 20  # a table larger than this sits folded on its node page: o
 CACHE_PREFIXES = ("activations-",)  # caches a job keeps on a node (dictionaries' captured activations): folded too
 
 
-class TableError(ValueError):
-    """A stored table that cannot be read as Parquet."""
+TableError = ParquetError  # a stored table that cannot be read as Parquet, or not within the reader's bounds
+MAX_PAGE_BYTES = 16 << 20  # decoded bytes of the rows one page shows
 
 
 @dataclass
@@ -43,13 +45,7 @@ def fold_reason(name: str, size: int) -> str:
 
 
 def _open(content: bytes | Path) -> Any:
-    # lazy: pyarrow takes ~0.2 s to import and only pages with a table need it
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(str(content) if isinstance(content, Path) else io.BytesIO(content))
-    except Exception as error:  # pyarrow raises several types for a damaged file
-        raise TableError(f"not a readable Parquet file: {error}") from None
+    return open_parquet(content, "the table")
 
 
 def outline(content: bytes | Path) -> TablePage:
@@ -70,31 +66,23 @@ def preview(content: bytes | Path, page: int = 0, page_rows: int = PAGE_ROWS) ->
     pages = max(1, math.ceil(total / page_rows))
     page = min(max(0, page), pages - 1)
     first, stop = page * page_rows, min(total, (page + 1) * page_rows)
-    groups, offset, start = [], 0, None
-    for index in range(parquet.num_row_groups):
-        size = parquet.metadata.row_group(index).num_rows
-        if offset + size > first and offset < stop:
-            groups.append(index)
-            start = offset if start is None else start
-        offset += size
-    rows: list[list[str]] = []
-    if groups:
-        table = parquet.read_row_groups(groups, columns=schema.names[:MAX_COLUMNS] if unique else None)
-        table = table.slice(first - start, stop - first)
-        columns = [table.column(i).to_pylist() for i in range(min(table.num_columns, MAX_COLUMNS))]
-        rows = [[cell(column[i]) for column in columns] for i in range(table.num_rows)]
+    table = read_rows(parquet, "the table", first, stop, columns=schema.names[:MAX_COLUMNS] if unique else None,
+                      max_bytes=MAX_PAGE_BYTES)
+    shown = [table.column(i).to_pylist() for i in range(min(table.num_columns, MAX_COLUMNS))]
+    rows = [[cell(column[i]) for column in shown] for i in range(table.num_rows)]
     fields = [(f.name, str(f.type)) for f in schema]
     return TablePage(fields[:MAX_COLUMNS], rows, total, page, pages, first, max(0, len(fields) - MAX_COLUMNS))
 
 
-def columns(content: bytes | Path) -> dict[str, list[Any]]:
-    """Every column of a Parquet file (bytes or path) as a Python list, by name: for a page that draws a small
-    table whole (a crosscoder's latents)."""
-    parquet = _open(content)
-    try:
-        table = parquet.read()
-    except Exception as error:  # pyarrow raises several types for a damaged file
-        raise TableError(f"not a readable Parquet file: {error}") from None
+MAX_WHOLE_ROWS = 1 << 18  # rows of a table a page reads whole (a crosscoder's latents, a dashboard's)
+MAX_WHOLE_BYTES = 32 << 20  # their decoded (Arrow) bytes: a page's Python lists take several times more
+
+
+def columns(content: bytes | Path, what: str = "the table", names: list[str] | None = None) -> dict[str, list[Any]]:
+    """The columns `names` (None: all) of a Parquet file (bytes or path) as Python lists, by name: for a page that
+    draws a small table whole (a crosscoder's latents); a TableError past MAX_WHOLE_ROWS or MAX_WHOLE_BYTES
+    decoded, known before decoding."""
+    table = read_table(content, what, max_rows=MAX_WHOLE_ROWS, max_bytes=MAX_WHOLE_BYTES, columns=names)
     return {name: table.column(i).to_pylist() for i, name in enumerate(table.column_names)}
 
 
