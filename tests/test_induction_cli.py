@@ -4,6 +4,7 @@ model's last), and a run page that opens on the study's headline curves, not on 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,3 +78,16 @@ def test_a_run_without_headline_keys_opens_on_its_own_losses_before_analyses(tmp
                                                "analysis/position_loss/early", "analysis/position_loss/icl_score"])
     finally:
         next(client, None)
+
+
+def test_the_documented_ls_lists_the_validated_steps_not_every_tick(study):
+    root, done = study
+    doc = (Path(__file__).parents[1] / "docs" / "induction.md").read_text()
+    keys = re.search(r"lenscope ls --lineage induction\.train@NONCE:\d+ \\\n\s+--keys (\S+)", doc).group(1)
+    listed = run_cli("ls", "--lineage", str(done.node), "--keys", keys, "--store", str(root / "runs"), cwd=root)
+    rows = [line.split() for line in listed.out.splitlines()[1:]]
+    with Store(root / "runs") as store:
+        validated = [row["seq"] for row in store.query().nonce(done.node.nonce).sort("seq").select(keys.split(","))
+                     if any(row.get(k) is not None for k in keys.split(","))]
+    assert validated and [Node.parse(row[0]).seq for row in rows] == validated  # was: every tick, nearly all '-'
+    assert all(any(cell != "-" for cell in row[2:]) for row in rows)

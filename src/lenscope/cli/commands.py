@@ -16,8 +16,10 @@ from ..config import hydrate, to_yaml
 from ..errors import StoreError, UsageError, hint
 from ..job_registry import jobs, resolve
 from ..store import Node, Store
+from ..store.config_keys import is_config_key
 from ..store.leases import mark_stale
 from ..store.store import STATUSES
+from ..store.values import RESERVED_KEYS
 from ..text import parse_value
 from .hints import check_words, note_missing_keys
 from .output import checked_filename, output_path, write_output
@@ -154,6 +156,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     keys = _keys(args.keys)
     with open_store(args.store) as store:
         query = _query(store, args)
+        recorded = [k for k in keys or () if not is_config_key(k) and k not in RESERVED_KEYS]
+        if recorded and args.artifact is None:  # the nodes that hold one of the values asked for, not every tick
+            query = query.having(*recorded)
         if args.latest:
             latest = query.latest(keys)
             rows = [latest] if latest is not None else []

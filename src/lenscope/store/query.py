@@ -50,6 +50,7 @@ class Query:
     artifact_mode: bool = False
     artifact_names: tuple[str, ...] = ()
     all_versions: bool = False
+    having_keys: tuple[str, ...] = ()
 
     # ---- builder -----------------------------------------------------------------------------
 
@@ -95,6 +96,12 @@ class Query:
         self._check_key(key)
         check_value(key, op, value)
         return replace(self, conditions=self.conditions + ((key, op, value),))
+
+    def having(self, *keys: str) -> Query:
+        """Only nodes with at least one of the value `keys` recorded (a run records most keys every few steps)."""
+        for key in keys:
+            self._check_key(key)
+        return replace(self, having_keys=self.having_keys + tuple(keys))
 
     def sort(self, key: str, ascending: bool = True) -> Query:
         """Order rows by `key` (column or value key); later sorts break ties of earlier ones. Missing last."""
@@ -185,6 +192,8 @@ class Query:
                 stmt = stmt.where(nodes.c[column].in_(values))
         if self.with_checkpoint:
             stmt = stmt.where(nodes.c.checkpoint.is_not(None))
+        if self.having_keys:
+            stmt = stmt.where(exists().where(records.c.node_id == nodes.c.id, records.c.key.in_(self.having_keys)))
         for key, op, value in self.conditions:
             column = self._column(key, art)
             if config_keys.is_config_key(key):
