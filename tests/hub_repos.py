@@ -60,6 +60,7 @@ def populate(hub: Hub, root: Path) -> dict[str, Path]:
     hub.repo("acme/bin-only").commit({"config.json": gpt2_files["config.json"], "pytorch_model.bin": b"pickle"})
     hub.repo("acme/gated").commit(gpt2_files)
     hub.repo("acme/gated").gated = True
+    hub.repo("acme/gated").token = "hf_test_token"  # HF_TOKEN=hf_test_token opens it
     hub.repo("acme/stalls").commit(gpt2_files)
     hub.repo("acme/stalls").stalls = True
     for name, fault in FAULTS.items():

@@ -29,7 +29,8 @@ class Repo:
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
     faults: dict[str, str] = field(default_factory=dict)
-    gated: bool = False
+    gated: bool = False  # files answer 401 GatedRepo unless the request carries `token`
+    token: str | None = None
     stalls: bool = False  # its repo info answers nothing (until the server stops or a minute passes)
 
     def commit(self, files: dict[str, bytes], ref: str = "main") -> str:
@@ -213,7 +214,7 @@ class Hub:
         repo = self.repos.get((kind, name))
         if repo is None:
             return self.error(req, 404, "RepoNotFound", f"Repository Not Found for url: {name}")
-        if repo.gated:
+        if repo.gated and (repo.token is None or req.headers.get("Authorization") != f"Bearer {repo.token}"):
             return self.error(req, 401, "GatedRepo", f"Access to model {name} is restricted")
         sha = repo.resolve(revision)
         if sha is None:

@@ -91,6 +91,12 @@ def test_a_second_revision_is_told_apart_and_pinned(hub: Hub, cache: Path, monke
     assert commit.path == main.path
 
 
+def test_hf_token_opens_a_gated_repo(hub: Hub, cache: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    loaded = from_pretrained("acme/gated", tokenizer=False)
+    np.testing.assert_array_equal(logits(loaded), logits(from_pretrained(hub.folders["gpt2"], tokenizer=False)))
+
+
 @pytest.mark.parametrize("repo, message", [
     ("acme/truncated", r"model acme/truncated@main file 'model.safetensors': the download from http://127.0.0.1:\d+ "
                        r"failed .*nothing half-written is kept: retry"),
