@@ -118,7 +118,7 @@ def test_hostile_names_are_escaped_and_what_is_no_crosscoder_table_is_a_404(clie
     assert "not a crosscoder table" in client.get(timeline(built.big_node, "other.parquet")).text
     for url in (timeline(built.big_node, "other.parquet"), timeline(built.big_node, "broken.parquet"),
                 timeline(built.big_node, "nothing.parquet"),
-                timeline(built.big_node) + "?version=9", timeline(built.big_node) + "?version=x",
+                timeline(built.big_node) + "?version=9", timeline(built.big_node) + "?version=" + "9" * 5000,
                 "/crosscoder/not-a-node/crosscoder.parquet"):
         answer = client.get(url)
         assert answer.status_code == 404 and "Traceback" not in answer.text, url

@@ -134,7 +134,8 @@ def test_downloads_are_the_exact_bytes_with_safe_headers(client, built):
 
 @pytest.mark.parametrize("url", [
     "/node/demo.train@000000:0", "/node/not-an-address", "/node/<script>", "/run/demo.train", "/run/x@zzzzzz",
-    "/artifact/{train}/missing", "/artifact/{train}/attention?version=9", "/artifact/{train}/attention?version=x",
+    "/artifact/{train}/missing", "/artifact/{train}/attention?version=9",
+    "/artifact/{train}/attention?version=" + "9" * 20,
     "/png/{train}/summary", "/view/{train}/missing", "/artifact/{train}/../../etc/passwd", "/static/../app.py",
     "/nowhere", "/api/stamp?lineage=bad",
 ])

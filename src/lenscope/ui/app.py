@@ -25,6 +25,7 @@ from lenscope.ui import crosscoder_page, downloads, features, pages, sweep_page
 from lenscope.ui.figures import PngCache
 from lenscope.ui.hosts import HostCheck
 from lenscope.ui.nodes import Missing
+from lenscope.ui.params import BadParameter
 from lenscope.ui.readonly import ReadOnlyStore
 
 log = logging.getLogger("lenscope.ui")
@@ -99,7 +100,7 @@ def _static(request: Request) -> Response:
 
 def _error_page(request: Request, status: int, message: str) -> HTMLResponse:
     ui: UI = request.app.state.ui
-    titles = {404: "Not found", 405: "Method not allowed", 421: "Unknown host"}
+    titles = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 421: "Unknown host"}
     response = ui.page("error.html", code=status, title=titles.get(status, "Error"), message=message)
     if status == 405:
         response.headers["Allow"] = "GET, HEAD"
@@ -114,6 +115,10 @@ def _http_error(request: Request, error: Exception) -> Response:
 
 def _missing(request: Request, error: Exception) -> Response:
     return _error_page(request, 404, str(error))
+
+
+def _bad_request(request: Request, error: Exception) -> Response:
+    return _error_page(request, 400, str(error))
 
 
 def _failure(request: Request, error: Exception) -> Response:
@@ -200,7 +205,8 @@ def create_app(store: ReadOnlyStore | str | os.PathLike | None = None, hosts: Ho
         Route("/-/not-found", _refused),
         Route("/-/unknown-host", _refused),
     ]
-    handlers = {404: _http_error, 405: _http_error, Missing: _missing, Exception: _failure}
+    handlers = {404: _http_error, 405: _http_error, BadParameter: _bad_request, Missing: _missing,
+                Exception: _failure}
     app = Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(Guard, hosts=hosts)])
     app.state.ui = UI(handle, templates(), PngCache())
     return app

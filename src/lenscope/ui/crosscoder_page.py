@@ -25,6 +25,7 @@ from lenscope.ui.crosscoder_data import (
     shown,
 )
 from lenscope.ui.nodes import Missing, artifact_file, artifact_info, parse_node
+from lenscope.ui.params import number
 from lenscope.ui.series import Curves, lineage_keys, load_curves
 from lenscope.ui.svg import Chart, Line, chart
 from lenscope.ui.tables import PAGE_ROWS, TableError
@@ -167,20 +168,12 @@ def legend(threshold: float, even: float) -> list[tuple[float, str]]:
     return [(round(math.sqrt(v) * LEGEND_WIDTH, 1), label) for v, label in sorted(ticks.items())]
 
 
-def _version(text: str | None) -> int | None:
-    if text is None:
-        return None
-    if not text.isdigit():
-        raise Missing(f"bad number {text!r}")
-    return int(text)
-
-
 def crosscoder(request: Request) -> Response:
     """A crosscoder table's latents over the checkpoints it read, with the model's loss and accuracy above."""
     ui, params = request.app.state.ui, request.query_params
     node = parse_node(request.path_params["address"])
     name = request.path_params["name"]
-    info = artifact_info(ui.store, node, name, _version(params.get("version")))
+    info = artifact_info(ui.store, node, name, number(params.get("version"), "version"))
     if info.size > MAX_TABLE_BYTES:
         raise Missing(f"{name} on {node.address} is too large to draw here ({info.size} bytes; at most "
                       f"{MAX_TABLE_BYTES}): download it")

@@ -13,7 +13,8 @@ from lenscope.ui.figures import MAX_PDF_BYTES, FigureError
 from lenscope.ui.lineage_list import lineage_rows, parse_lineage, with_liveness
 from lenscope.ui.live import stamp
 from lenscope.ui.nodes import ArtifactInfo, Missing, artifact_chunks, artifact_content, artifact_info, parse_node
-from lenscope.ui.pages import _int, _lineage, _ui, curves_json
+from lenscope.ui.pages import _lineage, _ui, curves_json
+from lenscope.ui.params import number
 from lenscope.ui.series import lineage_keys, load_curves
 
 IMMUTABLE = "public, max-age=31536000, immutable"  # a stored version never changes
@@ -22,7 +23,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"  # a stored version never chan
 def _requested(request: Request):
     ui = _ui(request)
     target = parse_node(request.path_params["address"])
-    version = _int(request.query_params.get("version"))
+    version = number(request.query_params.get("version"), "version")
     return ui, artifact_info(ui.store, target, request.path_params["name"], version), version
 
 

@@ -30,6 +30,7 @@ from lenscope.ui.nodes import (
     node_detail,
     parse_node,
 )
+from lenscope.ui.params import number
 from lenscope.ui.series import Curves, lineage_keys, load_curves, text_keys
 from lenscope.ui.svg import Line, chart
 from lenscope.ui.sweep_tags import sweep_tags
@@ -226,9 +227,9 @@ def view(request: Request) -> Response:
     """One artifact version on its own page (older versions, and the pages of a table)."""
     ui, params = _ui(request), request.query_params
     target = parse_node(request.path_params["address"])
-    info = artifact_info(ui.store, target, request.path_params["name"], _int(params.get("version")))
+    info = artifact_info(ui.store, target, request.path_params["name"], number(params.get("version"), "version"))
     return ui.page("view.html", title=f"{info.name} on {target.address}", node=target,
-                   item=show(ui, target, info, _int(params.get("page")) or 0))
+                   item=show(ui, target, info, number(params.get("page"), "page") or 0))
 
 
 def graph(request: Request) -> Response:
@@ -237,24 +238,16 @@ def graph(request: Request) -> Response:
     the comparison to mark them by, else one found on either node)."""
     ui, params = _ui(request), request.query_params
     target = parse_node(request.path_params["address"])
-    shown = [load_graph(ui.store, target, request.path_params["name"], _int(params.get("version")))]
+    shown = [load_graph(ui.store, target, request.path_params["name"], number(params.get("version"), "version"))]
     marks = None
     if params.get("with"):
-        shown.append(load_address(ui.store, params["with"], _int(params.get("with_version"))))
+        shown.append(load_address(ui.store, params["with"], number(params.get("with_version"), "with_version")))
         marks = side_by_side_marks(ui.store, shown, params.get("compare"))
         for view, pane in zip(shown, marks.panes):
             view.data["marks"] = pane
     first = shown[0]
     return ui.page("graph.html", title=f"graph {first.info.name} on {target.address}", graphs=shown, marks=marks)
 
-
-def _int(text: str | None) -> int | None:
-    """An optional non-negative integer query parameter; anything else is a 404 (no such version or page)."""
-    if text is None:
-        return None
-    if not text.isdigit():
-        raise Missing(f"bad number {text!r}")
-    return int(text)
 
 
 def _flat(config: Any, prefix: str = "") -> list[tuple[str, Any]]:

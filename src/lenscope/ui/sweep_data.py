@@ -122,23 +122,49 @@ def storage(store: ReadOnlyStore) -> Any | None:
         return _storages[url]
 
 
-def _spec(attrs: dict[str, Any]) -> dict[str, Any] | None:
+MAX_SPEC_CHARS = 1 << 20  # a sweep's spec as `lenscope sweep` writes it is a few hundred characters
+
+
+def spec_problem(attrs: Any) -> tuple[dict[str, Any] | None, str]:
+    """(the sweep spec a study's attributes hold, "") when `lenscope sweep` wrote it; (None, why not) for a study
+    without one (""), or with a foreign value: not a JSON text of an object, nested too deep, or whose job,
+    objective, sampler, pruner or params are not what `lenscope sweep` writes (texts, a count, a list of texts)."""
+    text = attrs.get(SPEC_ATTR) if isinstance(attrs, dict) else None
+    if text is None:
+        return None, ""
+    if not isinstance(text, str) or len(text) > MAX_SPEC_CHARS:
+        return None, f"its {SPEC_ATTR} attribute is not a JSON text of at most {MAX_SPEC_CHARS} characters"
     try:
-        spec = json.loads(attrs.get(SPEC_ATTR, ""))
-    except ValueError:
-        return None
-    return spec if isinstance(spec, dict) else None
+        spec = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, f"its {SPEC_ATTR} attribute is not JSON (or is nested too deep)"
+    if not isinstance(spec, dict):
+        return None, f"its {SPEC_ATTR} attribute is a JSON {type(spec).__name__}, not an object"
+    params = spec.get("params", [])
+    texts = all(isinstance(spec.get(k, ""), str) for k in ("job", "objective", "sampler", "pruner"))
+    trials = spec.get("trials")
+    if not texts or not isinstance(params, list) or not all(isinstance(p, str) for p in params) \
+            or not (trials is None or isinstance(trials, int) and not isinstance(trials, bool)):
+        return None, f"its {SPEC_ATTR} attribute holds values lenscope sweep does not write"
+    return spec, ""
 
 
-def studies(store: ReadOnlyStore) -> list[StudyRow]:
-    """Every study `lenscope sweep` made beside the store, with its trial counts per state and best value."""
+def _spec(attrs: Any) -> dict[str, Any] | None:
+    return spec_problem(attrs)[0]
+
+
+def studies(store: ReadOnlyStore, skipped: list[str] | None = None) -> list[StudyRow]:
+    """Every study `lenscope sweep` made beside the store, with its trial counts per state and best value; a study
+    whose spec is foreign is left out, with a note (its name and why) added to `skipped`."""
     opened = storage(store)
     if opened is None:
         return []
     rows = []
     for study in opened.get_all_studies():
-        spec = _spec(study.user_attrs)
+        spec, problem = spec_problem(study.user_attrs)
         if spec is None:
+            if problem and skipped is not None:
+                skipped.append(f"{study.study_name}: {problem}")
             continue
         trials = opened.get_all_trials(opened.get_study_id_from_name(study.study_name), deepcopy=False)
         counts: dict[str, int] = {}
@@ -163,11 +189,12 @@ def load_sweep(store: ReadOnlyStore, name: str) -> Sweep:
         study = module.load_study(study_name=name, storage=opened, sampler=module.samplers.RandomSampler())
     except KeyError:
         study = None
-    spec = _spec(study.user_attrs) if study is not None else None
+    spec, problem = spec_problem(study.user_attrs) if study is not None else (None, "")
     if spec is None:
-        raise Missing(f"no sweep {name!r} in this store")
+        raise Missing(f"no sweep {name!r} in this store" + (f": the study of that name is not one lenscope sweep "
+                                                             f"made ({problem})" if problem else ""))
     trials = study.get_trials(deepcopy=False)
-    facts = _node_facts(store, [t.user_attrs.get("node") for t in trials])
+    facts = _node_facts(store, [_node_of(t) for t in trials])
     retried = _retried(module, trials)
     rows = [_row(t, facts, retried, spec) for t in trials]
     params = list(dict.fromkeys(p for t in trials for p in t.params))
@@ -198,9 +225,15 @@ def _retried(module: Any, trials: list[Any]) -> dict[int, int]:
     return pairs
 
 
+def _node_of(trial: Any) -> str | None:
+    """The trial run's node address the study recorded; None when it recorded none, or something else."""
+    node = trial.user_attrs.get("node")
+    return node if isinstance(node, str) else None
+
+
 def _row(trial: Any, facts: dict[str, dict[str, Any]], retried: dict[int, int], spec: dict[str, Any]) -> TrialRow:
     state = STATES.get(trial.state.name, "failed")
-    node = trial.user_attrs.get("node")
+    node = _node_of(trial)
     fact = facts.get(node, {})
     last = max(trial.intermediate_values, default=None)
     value = step = None

@@ -13,7 +13,9 @@ from lenscope.ui.sweep_data import load_sweep, studies
 def sweeps(request: Request) -> Response:
     """Every sweep of the store, with its trials counted by state."""
     ui = request.app.state.ui
-    return ui.page("sweeps.html", title="Sweeps", studies=studies(ui.store))
+    skipped: list[str] = []
+    found = studies(ui.store, skipped)
+    return ui.page("sweeps.html", title="Sweeps", studies=found, skipped=skipped)
 
 
 def sweep(request: Request) -> Response:
