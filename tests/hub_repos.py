@@ -16,7 +16,7 @@ from lenscope.dictionaries import Dictionary, Spec, save_saelens
 HOOK = "blocks.0.hook_resid_post"
 RELEASE, RELEASE_SAE = "gpt2-small-res-jb", "blocks.0.hook_resid_pre"  # an entry of sae-lens' directory
 RELEASE_REPO = "jbloom/GPT2-Small-SAEs-Reformatted"  # its repo, served here
-FAULTS = {"acme/truncated": "truncate", "acme/corrupt": "corrupt", "acme/slow": "slow"}
+FAULTS = {"acme/truncated": "truncate", "acme/flaky": "truncate_once", "acme/corrupt": "corrupt", "acme/slow": "slow"}
 
 
 def model_files(family: str, seed: int = 0) -> tuple[Path, dict[str, bytes]]:

@@ -3,9 +3,10 @@
 It answers repo info (`/api/{models,datasets}/ORG/NAME[/revision/REV]`, with sizes, blob ids and LFS SHA-256
 when asked), the tree (`/api/.../tree/REV[/PATH]`), paths-info, and `HEAD`/`GET .../resolve/REV/FILE` with
 `ETag`, `X-Repo-Commit` and byte ranges, as the hub does. Faults are set per repo file: `truncate` (the
-connection cut mid-file), `corrupt` (the same size, other bytes than the announced hash), `stall` (headers, then
-silence), `slow` (0.3 s before the body), and per repo: `gated` (401 GatedRepo on every file), `stalls` (its repo
-info never answers). An unknown repo answers 404 RepoNotFound.
+connection cut mid-file), `truncate_once` (the first answer cut, then whole ones), `corrupt` (the same size, other
+bytes than the announced hash), `stall` (headers, then silence), `slow` (0.3 s before the body); and per repo:
+`gated` (401 GatedRepo on every file unless the request carries its `token`), `stalls` (its repo info never
+answers). An unknown repo answers 404 RepoNotFound.
 """
 
 from __future__ import annotations
@@ -240,6 +241,9 @@ class Hub:
         if method == "HEAD":
             return
         chunk = data[start:end]
+        if fault == "truncate_once":  # the first answer cut off, later ones whole: a download that resumes
+            repo.faults[file] = "served"
+            fault = "truncate"
         if fault == "truncate":
             req.wfile.write(chunk[: len(chunk) // 2])
             req.wfile.flush()

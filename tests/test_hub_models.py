@@ -91,6 +91,13 @@ def test_a_second_revision_is_told_apart_and_pinned(hub: Hub, cache: Path, monke
     assert commit.path == main.path
 
 
+def test_a_download_cut_off_once_resumes(hub: Hub, cache: Path) -> None:
+    loaded = from_pretrained("acme/flaky", tokenizer=False)
+    assert hub.repo("acme/flaky").faults["model.safetensors"] == "served"  # the first answer was cut off
+    np.testing.assert_array_equal(logits(loaded), logits(from_pretrained(hub.folders["gpt2"], tokenizer=False)))
+    assert leftovers(cache) == [f"models--acme--flaky/snapshots/{loaded.path.name}/model.safetensors"]
+
+
 def test_hf_token_opens_a_gated_repo(hub: Hub, cache: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
     loaded = from_pretrained("acme/gated", tokenizer=False)
