@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +58,36 @@ def write_atomic(path: Path | str, content: bytes, *, sync: bool = True, private
         if sync:
             os.fsync(handle.fileno())
     return Path(path)
+
+
+@contextmanager
+def staged_folder(folder: Path | str, what: str = "the folder") -> Iterator[Path]:
+    """Yield a path (not yet made) inside a new private staging folder beside `folder` for the block to fill; after
+    the block it becomes `folder`, and on any failure (a full disk included) the staging folder and all in it go.
+
+    The staging folder's name is unique (mkdtemp), so nothing of the user's beside `folder` is ever touched. `folder`
+    must be new or an empty folder, and not a symbolic link (dangling or not): a UsageError naming it, before
+    anything is written."""
+    folder = Path(folder)
+    if folder.is_symlink():
+        raise UsageError(f"{what} {folder} is a symbolic link; give a new folder (not a link) to write into")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"{what} {folder} exists and is not an empty folder; give a new folder to write into")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name[:200]}.", suffix=".partial"))
+    try:
+        inner = staging / "content"
+        yield inner
+        if not inner.is_dir():
+            raise FileNotFoundError(f"nothing was written for {folder}")
+        inner.chmod(0o777 & ~umask())
+        if folder.is_dir() and not folder.is_symlink():
+            folder.rmdir()  # the empty folder the user gave: replaced by the filled one
+        os.rename(inner, folder)
+        staging.rmdir()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 MAX_FILENAME_BYTES = 255 - _TEMP_OVERHEAD
