@@ -1,5 +1,6 @@
-"""Checks of a SAELens folder before a Dictionary is made of it: cfg.json's sizes are integers in range, and the
-weights are the architecture's tensors, of float dtype, finite, with the shapes cfg.json implies."""
+"""Checks of a SAELens folder before a Dictionary is made of it: cfg.json's sizes are integers in range and its
+settings strings or booleans, the weights file a readable safetensors file, and the weights the architecture's
+tensors, of float dtype, finite, with the shapes cfg.json implies."""
 
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from ..files import read_json_object
 from .core import Spec
 
 MAX_SIZE = 1 << 24  # d_in, d_sae, d_out
+TEXTS = ("architecture", "normalize_activations", "reshape_activations")  # settings cfg.json gives as strings
+FLAGS = ("apply_b_dec_to_input", "rescale_acts_by_decoder_norm")  # and as booleans
 KNOWN = ("W_enc", "b_enc", "W_dec", "b_dec", "threshold", "log_threshold", "W_skip", "b_gate", "b_mag", "r_mag")
 
 
 def read_cfg(path: Path) -> dict[str, Any]:
     """cfg.json as a dict, its sizes checked; UsageError naming the file and the field otherwise."""
     cfg = read_json_object(path)
+    for key in TEXTS:
+        if key in cfg and not isinstance(cfg[key], str):
+            raise UsageError(f"{path} {key}={str(cfg[key])[:80]}: expected a string (e.g. \"standard\")")
+    for key in FLAGS:
+        if key in cfg and not isinstance(cfg[key], bool):
+            raise UsageError(f"{path} {key}={str(cfg[key])[:80]}: expected true or false")
     transcoder = "transcoder" in str(cfg.get("architecture", ""))
     for key in ("d_in", "d_sae", *(("d_out",) if transcoder else ())):
         value = cfg.get(key)
@@ -29,6 +38,18 @@ def read_cfg(path: Path) -> dict[str, Any]:
                                                or not 1 <= k <= cfg["d_sae"]):
         raise UsageError(f"{path} k={k!r}: expected an integer from 1 to d_sae={cfg['d_sae']}")
     return cfg
+
+
+def read_weights(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file; a UsageError naming the file for one safetensors cannot read (a garbage
+    or oversized header, data past the file's end)."""
+    from safetensors.numpy import load_file  # lazy: safetensors is needed only to read or write these files
+
+    try:
+        return load_file(path)
+    except Exception as err:  # noqa: BLE001 - safetensors' SafetensorError and OSError: the file is at fault
+        raise UsageError(f"{path} is not a readable safetensors file ({type(err).__name__}: {str(err)[:200]}); "
+                         "expected SAELens' sae_weights.safetensors") from None
 
 
 def check_tensors(path: Path, spec: Spec, tensors: dict[str, np.ndarray], arch: str) -> None:

@@ -21,7 +21,7 @@ from ..errors import UsageError, hint
 from ..files import atomic_path
 from ..models.hub.dictionary import dictionary_folder
 from .core import BATCH_TOPK, Dictionary, Spec
-from .saelens_checks import check_tensors, read_cfg
+from .saelens_checks import check_tensors, read_cfg, read_weights
 
 CFG_FILENAME = "cfg.json"
 WEIGHTS_FILENAME = "sae_weights.safetensors"
@@ -85,8 +85,6 @@ def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[
     """(Dictionary, its cfg.json) from a SAELens folder, a hub address `hf://ORG/REPO[/SUBFOLDER][@REVISION]`, or a
     SAELens release's SAE (`saelens://RELEASE/SAE_ID`, or `load_saelens(RELEASE, sae_id=SAE_ID)`), fetched into
     the Hugging Face cache once; unknown architectures and settings are refused by name."""
-    from safetensors.numpy import load_file  # lazy: safetensors is needed only to read or write these files
-
     folder = dictionary_folder(folder, sae_id)
     for name in (CFG_FILENAME, WEIGHTS_FILENAME):
         if not (folder / name).is_file():
@@ -111,7 +109,7 @@ def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[
                 k=int(cfg.get("k", 1)) if base == "topk" else 32, transcoder=transcoder, skip=skip,
                 apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
                 rescale_acts_by_decoder_norm=bool(cfg.get("rescale_acts_by_decoder_norm", False)))
-    stored = load_file(folder / WEIGHTS_FILENAME)
+    stored = read_weights(folder / WEIGHTS_FILENAME)
     check_tensors(folder / WEIGHTS_FILENAME, spec, stored, arch)
     tensors = {k: jnp.asarray(v, jnp.float32) for k, v in stored.items()}
     if "log_threshold" in tensors:  # older JumpReLU files

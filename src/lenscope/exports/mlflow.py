@@ -7,6 +7,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ..errors import UsageError
 from ..model_libraries import optional
 from .run import RunExport, numeric
 
@@ -34,7 +35,19 @@ def _client(uri: str):
 
 
 def to_mlflow(run: RunExport, uri: str, experiment: str = "lenscope") -> str:
-    """Log `run` as a new MLflow run of `experiment` at tracking `uri`; returns the MLflow run id."""
+    """Log `run` as a new MLflow run of `experiment` at tracking `uri`; returns the MLflow run id. What MLflow
+    refuses at `uri` (a file store it no longer serves, a damaged one, an unreachable server) is a UsageError
+    naming the URI and MLflow's reason."""
+    refused = optional("mlflow.exceptions", "export", "--to mlflow").MlflowException
+    try:
+        return _log(run, uri, experiment)
+    except refused as err:
+        reason = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise UsageError(f"--to mlflow {uri}: MLflow refused it: {reason}") from None
+
+
+def _log(run: RunExport, uri: str, experiment: str) -> str:
+    """to_mlflow's work: the experiment found or made, then the run's params, metrics and artifacts."""
     client, Metric, Param = _client(uri)
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
