@@ -27,3 +27,8 @@ def run_doc(doc: Path, replace: Mapping[str, str] | None = None, min_blocks: int
     # dont_inherit: the doc runs as written, not under this file's `from __future__ import annotations`
     exec(compile(code, str(doc), "exec", dont_inherit=True), namespace)
     return namespace
+
+
+def printed_blocks(doc: Path) -> list[str]:
+    """The ```text blocks that directly follow a ```python block of `doc`: what that code prints."""
+    return re.findall(r"```python\n.*?```\s*\n```text\n(.*?)```", doc.read_text(), re.DOTALL)
