@@ -21,6 +21,7 @@ from ..errors import UsageError
 from ..store import Node, Store
 from ..text import parse_value
 from ..training.lineage import Lineage, Mode, open_lineage
+from ..training.progress import announced
 from .activations import Activations, norm_scale
 from .config import CrosscoderConfig
 from .core import Spec
@@ -67,15 +68,18 @@ class CrosscoderTrainer(SaeTrainer):
         """(step, {"train": ..., "validation": ...}) of each checkpoint in turn, its model restored only meanwhile."""
         refuse_unsupported(self.args)
         for i, node in enumerate(self.checkpoints):
-            model = self.model_at(node)
-            try:
-                if i == 0:
-                    check_sites(model, self.args.sites, None)
-                validation = "validation" if "validation" in model.data.splits else self.args.split
-                yield node.seq, {"train": self._capture(self.args.split, model),
-                                 "validation": self._capture(validation, model)}
-            finally:
-                model.cleanup()
+            what = f"{self.name}: capturing activations of checkpoint {node} ({i + 1}/{len(self.checkpoints)})"
+            with announced(what):
+                model = self.model_at(node)
+                try:
+                    if i == 0:
+                        check_sites(model, self.args.sites, None)
+                    validation = "validation" if "validation" in model.data.splits else self.args.split
+                    acts = {"train": self._capture(self.args.split, model),
+                            "validation": self._capture(validation, model)}
+                finally:
+                    model.cleanup()
+            yield node.seq, acts
 
     @cached_property
     def activations(self) -> dict[str, Activations]:
@@ -121,7 +125,8 @@ class CrosscoderTrainer(SaeTrainer):
         """As SaeTrainer's (the activations stored on each checkpoint's node), then the crosscoder's records on the last
         node: each checkpoint's metrics, the decoder-norm shares as values and the per-latent table."""
         super().on_train_end()
-        values, table = records(self)
+        with announced(f"{self.name}: recording each checkpoint's metrics and the latent table"):
+            values, table = records(self)
         self.lineage.record(values)
         self.lineage.save(self.results_dir() / TABLE, TABLE, table)
 

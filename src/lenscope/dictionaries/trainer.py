@@ -28,6 +28,7 @@ from ..training.data import ArrayData
 from ..training.init_program import InitProgram
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.placement import Placement
+from ..training.progress import announced
 from ..training.state import TrainState
 from ..training.trainer import node_name, open_store
 from .activations import Activations, cached_activations, norm_scale
@@ -139,10 +140,11 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
     @cached_property
     def activations(self) -> dict[str, Activations]:
         """The train and validation activations (captured once, cached on the model's node)."""
-        check_sites(self.model_trainer(), self.args.sites, self.args.targets)
-        splits = self.model_trainer().data.splits
-        return {"train": self._capture(self.args.split),
-                "validation": self._capture("validation" if "validation" in splits else self.args.split)}
+        with announced(f"{self.name}: capturing activations of {self.source}"):
+            check_sites(self.model_trainer(), self.args.sites, self.args.targets)
+            splits = self.model_trainer().data.splits
+            return {"train": self._capture(self.args.split),
+                    "validation": self._capture("validation" if "validation" in splits else self.args.split)}
 
     def _stacked(self, acts: Activations, names: list[str]) -> np.ndarray:
         dims = {acts.sites[n].shape[-1] for n in names}
@@ -328,8 +330,9 @@ class SaeTrainer(BaseTrainer[SaeConfig, DictionaryStack]):
         if self.args.dashboards > 0 and self.args.source:
             from .dashboards import write_dashboards  # lazy: only a finished run with a model writes them
 
-            for layer in range(len(self.inputs)):
-                write_dashboards(self, layer, self.args.dashboards)
+            with announced(f"{self.name}: writing the feature dashboards"):
+                for layer in range(len(self.inputs)):
+                    write_dashboards(self, layer, self.args.dashboards)
 
     def cleanup(self) -> None:
         """As BaseTrainer's, and release the model trainer read for activations."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -19,9 +20,11 @@ from .kinds import evaluating, stepping
 from .metrics import MetricLog, table
 from .phase import Phase, session
 from .placement import to_host
-from .progress import Progress
+from .progress import Progress, announced
 from .shared_step import STEPS
 from .state import TrainState
+
+NOTHING = contextlib.nullcontext()  # a step after the first: nothing to announce
 
 
 def due(step: int, interval: int, *, last: bool = False) -> bool:
@@ -216,7 +219,8 @@ class TrainingLoop:
                 check_interrupt()  # a signal swallowed where it landed (a GC callback) still stops the run
                 if step == start + 1 or (step - 1) % per_epoch == 0:
                     self.on_train_epoch_start((step - 1) // per_epoch)
-                self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
+                with announced(f"{self.name}: compiling the training step") if step == start + 1 else NOTHING:
+                    self.state, metrics = self._train_step(self.state, self.batch("train", step - 1))
                 self.tick()
                 totals = metrics if totals is None else self._accumulate(totals, metrics)
                 count += 1
@@ -229,7 +233,8 @@ class TrainingLoop:
                     progress.show({"loss": values["train/loss"]}, rate=values["train/steps_per_s"])
                     totals, count, t0 = None, 0, time.perf_counter()
                 if due(step, args.validation_interval):
-                    values = self.validate()
+                    with announced(f"{self.name}: validating at step {step}"):
+                        values = self.validate()
                     shown = {"val_loss": values["val/loss"]}
                     if "val/accuracy" in values:  # not every job measures an accuracy (LMs do, dictionaries not)
                         shown["val_acc"] = values["val/accuracy"]

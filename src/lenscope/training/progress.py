@@ -1,12 +1,41 @@
-"""Progress display: a tqdm bar on a terminal, sparse plain lines otherwise (CI logs stay readable)."""
+"""Progress display: a tqdm bar on a terminal, sparse plain lines otherwise (CI logs stay readable); a line saying
+what a silent phase does (capturing activations, compiling) once it has lasted a few seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from tqdm.auto import tqdm
+
+QUIET_S = 3.0  # a phase silent this long says what it is doing
+
+
+@contextlib.contextmanager
+def announced(what: str, after: float = QUIET_S, stream=None) -> Iterator[None]:
+    """Say `lenscope: WHAT` on stderr if the block is still running after `after` seconds, and how long it took.
+
+    A quick phase prints nothing; a slow one (a first compile, a capture over checkpoints) says what the wait is.
+    """
+    stream = stream or sys.stderr
+    start, said = time.perf_counter(), threading.Event()
+
+    def say() -> None:
+        said.set()
+        print(f"lenscope: {what}...", file=stream, flush=True)
+
+    timer = threading.Timer(after, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"lenscope: {what}: {time.perf_counter() - start:.0f} s", file=stream, flush=True)
 
 
 class Progress:
