@@ -4,8 +4,8 @@ leaving nothing half-written in the cache."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -128,14 +128,29 @@ def test_a_faulty_hub_exits_2_with_a_clear_line_and_leaves_no_half_file(hub: Hub
     assert not list(cache.glob("models--*/refs/*"))  # no revision that looks complete
 
 
-def test_two_first_downloads_at_once_both_succeed(hub: Hub, cache: Path) -> None:
-    code = "from lenscope.models.hub import fetch_checkpoint; print(fetch_checkpoint('acme/slow'))"
-    env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1")
-    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]
-    outs = [run.communicate(timeout=120) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], outs
-    assert outs[0][0] == outs[1][0]
-    folder = Path(outs[0][0].strip())
+def _fetch(queue) -> None:
+    """In a forked process: fetch acme/slow and report its folder, or the error."""
+    from lenscope.models.hub import fetch_checkpoint
+
+    try:
+        queue.put(str(fetch_checkpoint("acme/slow")))
+    except Exception as err:  # reported to the test, which fails with it
+        queue.put(f"error: {err!r}")
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # the children run no JAX: HTTP and files only
+def test_two_first_downloads_at_once_both_succeed(hub: Hub, cache: Path, monkeypatch) -> None:
+    """Two processes (forked: the download code is what runs, not a second JAX import) fetch one repo at once."""
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    runs = [context.Process(target=_fetch, args=(queue,)) for _ in range(2)]
+    for run in runs:
+        run.start()
+    folders = [queue.get(timeout=120) for _ in runs]
+    for run in runs:
+        run.join(timeout=60)
+    assert [run.exitcode for run in runs] == [0, 0] and folders[0] == folders[1], folders
+    folder = Path(folders[0])
     assert (folder / "model.safetensors").read_bytes() == (hub.folders["gpt2"] / "model.safetensors").read_bytes()
     assert leftovers(cache) == [f"models--acme--slow/snapshots/{folder.name}/model.safetensors"]
