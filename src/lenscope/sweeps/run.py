@@ -146,9 +146,9 @@ def _tally(study: Any) -> tuple[int, int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", module.exceptions.ExperimentalWarning)
         module.storages.fail_stale_trials(study)
+        trials = study.get_trials(deepcopy=False)
+        retried = {module.storages.RetryFailedTrialCallback.retried_trial_number(t) for t in trials}
     state = module.trial.TrialState
-    trials = study.get_trials(deepcopy=False)
-    retried = {module.storages.RetryFailedTrialCallback.retried_trial_number(t) for t in trials}
     begun = [t for t in trials if t.state in (state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
              and t.number not in retried]
     return len(begun), sum(t.state == state.RUNNING for t in begun)

@@ -8,6 +8,7 @@ why a trial failed when Optuna did not keep it (`sweep/error`, the node's error)
 from __future__ import annotations
 
 import json
+import math
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -69,9 +70,19 @@ class Sweep:
     importance: dict[str, float] = field(default_factory=dict)
     importance_problem: str = ""
 
+    grid: int | None = None  # a grid sampler's number of points, read from its trials' search space
+
     def count(self, state: str) -> int:
         """How many trials are in `state`."""
         return sum(t.state == state for t in self.trials)
+
+    @property
+    def planned(self) -> int | str:
+        """The trials the sweep will run: its budget (`--trials`), or a smaller grid's size ("?" when unknown)."""
+        budget = self.spec.get("trials")
+        budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+        sizes = [n for n in (budget, self.grid) if n is not None]
+        return min(sizes) if sizes else "?"
 
 
 @dataclass(frozen=True)
@@ -205,7 +216,17 @@ def load_sweep(store: ReadOnlyStore, name: str) -> Sweep:
     sweep = Sweep(name, str(spec.get("job", "?")), str(spec.get("objective", "?")).rpartition(":")[0] or "?",
                   "maximize" if maximize else "minimize", spec, rows, params, scales, best)
     sweep.importance, sweep.importance_problem = _importance(module, study, len(complete))
+    sweep.grid = _grid_size(trials) if spec.get("sampler") == "grid" else None
     return sweep
+
+
+def _grid_size(trials: list[Any]) -> int | None:
+    """How many points the grid sampler's search space has (Optuna records it on each trial it samples)."""
+    for trial in trials:
+        space = trial.system_attrs.get("search_space")
+        if isinstance(space, dict) and all(isinstance(v, list) for v in space.values()):
+            return math.prod(len(v) for v in space.values())
+    return None
 
 
 def _scale(module: Any, distribution: Any) -> str:
