@@ -93,3 +93,8 @@ class CrosscoderConfig(SaeConfig):
                                  "per checkpoint their decoder-norm share and logit effects) on the last node; 0: none")
     eval_spliced: bool = field("sae/eval_spliced", default=False,
                                help="crosscoders have no spliced evaluation: false")
+    # Sized to finish on the demo's run in a few minutes on 2 cores (docs/lineage.md gives the time); the larger
+    # setting it documents, training/steps=2000 training/batch_size=4096, takes about ten times as long.
+    steps: int = field("training/steps", default=500)
+    batch_size: int = field("training/batch_size", default=1024)
+    validation_interval: int = field("logging/validation_interval", default=250)
