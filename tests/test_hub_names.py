@@ -58,6 +58,9 @@ def test_run_with_saes_from_a_hub_address_equals_the_folder(hub: Hub, cache: Pat
     assert named[1]["metadata"]["hook_name"] == HOOK
     np.testing.assert_array_equal(np.asarray(model.run_with_saes(TOKENS, saes=[named])),
                                   np.asarray(model.run_with_saes(TOKENS, saes=[load_saelens(hub.folders["sae"])])))
+    with pytest.raises(UsageError, match=r"saes\[0\] is the text 'hf://acme/saes/blocks.0.hook_resid_post'; open "
+                                         r"it first: lenscope.dictionaries.load_saelens"):
+        model.run_with_saes(TOKENS, saes=[f"hf://acme/saes/{HOOK}"])
     (transcoder,) = load_transcoders(f"hf://acme/saes/{HOOK}@main", store=None)  # transcoders= takes one too
     equal_dictionaries(transcoder, named[0])
     with pytest.raises(UsageError, match=r"hf://acme/saes/blocks.9 is not a SAELens dictionary: it lacks cfg.json, "

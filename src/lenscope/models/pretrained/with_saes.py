@@ -31,9 +31,9 @@ __all__ = ["SAE_HOOKS", "SaeLike", "resolve_saes", "run_saes", "sae_hook_names"]
 SAE_HOOKS = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post", "hook_sae_recons", "hook_sae_error",
              "hook_sae_output")  # in the order SAELens' forward reaches them
 KEPT = 8  # the programs of this many recent choices of SAEs (and cached names) are kept
-FORMS = ("give each SAE with its hook: attach(dictionary, 'blocks.0.hook_resid_post'), load_saelens(folder) (its "
-         "cfg.json's metadata.hook_name), (dictionary, 'blocks.0.hook_resid_post'), or an object with encode, "
-         "decode, hidden_pre, spec and hook_name")
+FORMS = ("give each SAE with its hook: attach(dictionary, 'blocks.0.hook_resid_post'), load_saelens(folder, or "
+         "hf://... or saelens://...) (its cfg.json's metadata.hook_name), (dictionary, 'blocks.0.hook_resid_post'), "
+         "or an object with encode, decode, hidden_pre, spec and hook_name")
 
 
 @runtime_checkable
@@ -69,6 +69,10 @@ def _one(given: Any, i: int) -> tuple[Any, str]:
             raise UsageError(f"saes[{i}] is attached at {str(given.site)!r}, a module's argument; an SAE is spliced "
                              "at a hook point: attach(dictionary, 'blocks.0.hook_resid_post')")
         sae, name = given.dictionary, given.site.path
+    elif isinstance(given, str):  # a folder or a name: reading SAELens' files is the dictionaries layer's, above
+        raise UsageError(f"saes[{i}] is the text {given!r}; open it first: lenscope.dictionaries.load_saelens"
+                         f"({given!r}) takes a folder, hf://ORG/REPO/PATH or saelens://RELEASE/SAE_ID, and its result "
+                         "goes in saes=[...]")
     else:
         sae, name = given, getattr(given, "hook_name", None)
         if not isinstance(name, str):
