@@ -52,7 +52,7 @@ def equal_dictionaries(a, b) -> None:
         np.testing.assert_array_equal(np.asarray(getattr(a, name)), np.asarray(getattr(b, name)))
 
 
-def test_run_with_saes_from_a_hub_address_equals_the_folder(hub: Hub, cache: Path) -> None:
+def test_run_with_saes_from_a_hub_address_equals_the_folder(hub: Hub, cache: Path, monkeypatch) -> None:
     model = from_pretrained(hub.folders["gpt2"], tokenizer=False)
     named = load_saelens(f"hf://acme/saes/{HOOK}")
     assert named[1]["metadata"]["hook_name"] == HOOK
@@ -63,6 +63,17 @@ def test_run_with_saes_from_a_hub_address_equals_the_folder(hub: Hub, cache: Pat
         model.run_with_saes(TOKENS, saes=[f"hf://acme/saes/{HOOK}"])
     (transcoder,) = load_transcoders(f"hf://acme/saes/{HOOK}@main", store=None)  # transcoders= takes one too
     equal_dictionaries(transcoder, named[0])
+    hub.requests.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    equal_dictionaries(load_saelens(f"hf://acme/saes/{HOOK}")[0], named[0])  # the cached copy, nothing asked
+    assert hub.requests == []
+    with pytest.raises(UsageError, match=r"model acme/saes@v2 blocks.0.hook_resid_post is not in the Hugging Face "
+                                         r"cache .* and HF_HUB_OFFLINE is set"):
+        load_saelens(f"hf://acme/saes/{HOOK}@v2")
+    with pytest.raises(UsageError, match=r"data/text=hf://datasets/acme/corpus: a corpus on the hub is streamed, and "
+                                         r"HF_HUB_OFFLINE is set"):
+        next(stream_texts("hf://datasets/acme/corpus"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
     with pytest.raises(UsageError, match=r"hf://acme/saes/blocks.9 is not a SAELens dictionary: it lacks cfg.json, "
                                          r"sae_weights.safetensors; it holds nothing"):
         load_saelens("hf://acme/saes/blocks.9")
