@@ -127,10 +127,10 @@ def fetch(address: Address, patterns: Sequence[str], complete: Complete,
         except Exception as err:  # as above: a cut connection, a stall, a 404, a size the hub itself refused
             raise explain(address, err, hub, name) from None
         _check(address, name, path, sibling)
-    if address.revision != info.sha:
-        write_atomic(repo_folder(address, hub) / "refs" / (address.revision or "main"), info.sha.encode(), sync=False)
     folder = snapshot / address.subfolder if address.subfolder else snapshot
     if not complete(folder):
         raise UsageError(f"{named(address)}{' ' + address.subfolder if address.subfolder else ''}: the revision "
                          f"{info.sha[:12]} lacks files lenscope needs; it holds: {', '.join(sorted(every)[:12])}")
+    if address.revision != info.sha:
+        write_atomic(repo_folder(address, hub) / "refs" / (address.revision or "main"), info.sha.encode(), sync=False)
     return folder
