@@ -46,10 +46,20 @@ class Shape:
 
 
 def configure_threads(threads: int) -> str:
-    """Limit XLA to `threads` CPU threads (before JAX is imported); a line describing the thread settings."""
+    """Limit XLA and torch to `threads` CPU threads (before JAX or torch is imported); a line describing them.
+
+    One thread pins the process to one core as well: XLA without Eigen's thread pool and with one intra-op
+    thread, OpenMP/MKL at one thread (torch.set_num_threads(1) is still the caller's, after importing torch).
+    The Eigen flag alone left XLA's other threads running (measured: not single-core).
+    """
     flags = os.environ.get("XLA_FLAGS", "")
-    if threads == 1 and "xla_cpu_multi_thread_eigen" not in flags:
-        flags += " --xla_cpu_multi_thread_eigen=false"
+    if threads == 1:
+        for flag in ("--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"):
+            if flag.split("=")[0] not in flags:
+                flags += " " + flag
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[name] = "1"
     os.environ["XLA_FLAGS"] = flags.strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     cores = sorted(os.sched_getaffinity(0))

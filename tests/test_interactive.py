@@ -226,20 +226,29 @@ def test_side_effects_run_eagerly_as_written_and_save_returns_values(model, caps
     assert "x.at[idx].set(y)" in str(refused.value) and "`return x.at[:, :, head].set(0)`" in str(refused.value)
 
 
-def test_an_eager_first_answer_while_the_program_compiles(model) -> None:
+def test_a_first_answer_without_the_optimizing_compile(model) -> None:
     model.eager_first = True
     programs = model._hooked.programs
+    ids = IDS[:, :3]  # a shape no other test used: its forward's operations are not compiled yet
 
     def triple(x, hook):
         return x * 3.0
 
-    eager = programs.eager_calls
-    first = np.asarray(model.run_with_hooks(IDS, fwd_hooks=[("blocks.1.hook_mlp_out", triple)]))
-    assert programs.eager_calls == eager + 1  # answered op by op
+    def halve(x, hook):
+        return x * 0.5
+
+    eager, quick = programs.eager_calls, programs.quick_compiles
+    first = np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_mlp_out", triple)]))
+    assert (programs.eager_calls, programs.quick_compiles) == (eager, quick + 1)  # cold: the QUICK program
+    programs.wait()  # the optimized program, and the forward once op by op at this shape (the warm-up)
+    halved = np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_mlp_out", halve)]))
+    assert (programs.eager_calls, programs.quick_compiles) == (eager + 1, quick + 1)  # a new hook: op by op
     programs.wait()
-    later = np.asarray(model.run_with_hooks(IDS, fwd_hooks=[("blocks.1.hook_mlp_out", triple)]))
-    assert programs.eager_calls == eager + 1  # the compiled program answered
+    later = np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_mlp_out", triple)]))
+    again = np.asarray(model.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_mlp_out", halve)]))
+    assert programs.eager_calls == eager + 1  # both compiled now
     np.testing.assert_allclose(first, later, atol=1e-5)
+    np.testing.assert_allclose(halved, again, atol=1e-5)
     model.eager_first = False
 
 

@@ -100,6 +100,33 @@ def _names(code: types.CodeType) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=4096)
+def _stored(code: types.CodeType) -> frozenset[str]:
+    """The attribute names a code object (or code nested in it) assigns: `obj.x = ...`, `type(self).n += 1`."""
+    found = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("STORE_ATTR", "DELETE_ATTR")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _stored(const)
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_code(klass: type) -> tuple[frozenset[str], frozenset[str]]:
+    """(names used, attribute names assigned) by the methods of a class's own code (its MRO's classes outside
+    the LIBRARIES): what `self.helper()` and `super().analyze()` read is read by the object."""
+    used: set[str] = set()
+    stored: set[str] = set()
+    for base in klass.__mro__:
+        if (base.__module__ or "").split(".", 1)[0] in LIBRARIES + ("builtins",):
+            continue
+        for member in vars(base).values():
+            code = getattr(getattr(member, "__func__", member), "__code__", None)
+            if isinstance(code, types.CodeType):
+                used |= _names(code)
+                stored |= _stored(code)
+    return frozenset(used), frozenset(stored)
+
+
+@functools.lru_cache(maxsize=4096)
 def _writes(code: types.CodeType) -> tuple[str, ...]:
     """The globals and closure variables a code object (or code nested in it) assigns: `global x; x = ...`."""
     found = [ins.argval for ins in dis.get_instructions(code)
@@ -144,6 +171,8 @@ class _Walk:
             return self._array(v)
         if v is None or t in (bool, str, bytes, type(Ellipsis), range) or isinstance(v, enum.Enum):
             return (t, v), lambda it: v
+        if t is slice:  # a slice's bounds are Python control (static): keyed by value
+            return (t, _static(v.start), _static(v.stop), _static(v.step)), lambda it: v
         if depth >= MAX_DEPTH:
             return Identity(v), lambda it: v
         if t in (list, tuple, dict) or (isinstance(v, tuple) and hasattr(v, "_fields")):
@@ -156,7 +185,7 @@ class _Walk:
             return ("method", fkey, skey), lambda it: types.MethodType(fbuild(it), sbuild(it))
         if isinstance(v, types.FunctionType) and not _is_library(v):
             return self.function(v, depth)
-        if isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType, types.CodeType, slice)) \
+        if isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType, types.CodeType)) \
                 or _is_library(v):
             return _static(v), lambda it: v
         return self._object(v, depth)
@@ -240,15 +269,15 @@ class _Walk:
             parts = [self.value(x, depth + 1) for x in leaves]
             return ("tree", treedef, tuple(k for k, _ in parts)), \
                 lambda it: treedef.unflatten([b(it) for _, b in parts])
-        call = vars(type(v)).get("__call__")
-        read = _names(call.__code__) if isinstance(call, types.FunctionType) else frozenset()
+        used, stored = _class_code(type(v))
         static = _Walk(Mode.STATIC)
-        static.names, static.visiting = self.names, self.visiting
+        static.names, static.stored, static.visiting = self.names, self.stored, self.visiting
         parts = tuple((n, Identity(x) if type(x) in SINKS else static.value(x, depth + 1)[0])
-                      for n, x in _attributes(v, self.names | read))
+                      for n, x in _attributes(v, (self.names | used) - self.stored - stored))
         return ("obj", Identity(v), parts), lambda it: v
 
     names: frozenset[str] = frozenset()  # attribute names the lifted function's code uses anywhere
+    stored: frozenset[str] = frozenset()  # attribute names it assigns (records it keeps, not what it reads)
 
 
 def _attributes(v: Any, names: frozenset[str]) -> list[tuple[str, Any]]:
@@ -283,7 +312,8 @@ def lift(fn: Callable[..., Any], mode: Mode = Mode.TRACED) -> Lifted:
     base = getattr(fn, "func", fn)
     base = getattr(base, "__func__", base)
     code = getattr(base, "__code__", None) or getattr(vars(type(base)).get("__call__"), "__code__", None)
-    walk.names = _names(code) if isinstance(code, types.CodeType) else frozenset()
+    if isinstance(code, types.CodeType):
+        walk.names, walk.stored = _names(code), _stored(code)
     key, build = walk.value(fn, 0)
 
     def rebuild(it: Iterator[Any]) -> Any:

@@ -80,9 +80,12 @@ class HookedPrograms:
                 return record(run, (tokens, mask), list(recorded), patch, backend=BACKEND), saved
             return forward
 
+        def warmup() -> jax.Array:  # the forward op by op: its operations compiled, for later hooks' eager answers
+            return eqx.combine(arrays, static)(tokens, mask)
+
         context = (jax.tree_util.tree_structure(static), paths, counts, recorded)
         hooks = [fn for _, fns in spec for fn in fns]
-        return self.programs.call(make, hooks, (arrays, tokens, mask), context)
+        return self.programs.call(make, hooks, (arrays, tokens, mask), context, warmup)
 
 
 def _chain(point: HookPoint, fns: tuple[Callable[..., Any], ...]) -> Callable[[Any], Any]:
