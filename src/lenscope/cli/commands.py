@@ -293,11 +293,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     for label, value in head:
         if label != "error" or value:
             print(f"{label:<11} {value or '-'}")
-    _section("values", ((k, _fmt(v)) for k, v in sorted(data["values"].items())))
+    _section("values", ((k, _shown(v)) for k, v in sorted(data["values"].items())))
     _section("artifacts", ((name, f"{meta['filename']} ({meta['size']} bytes){_made_by(meta['provenance'])}")
                            for name, meta in sorted(data["artifacts"].items())))
-    _section("config", ((k, _fmt(v)) for k, v in _flatten(data["config"] or {})))
+    _section("config", ((k, _shown(v)) for k, v in _flatten(data["config"] or {})))
     return 0
+
+
+SHOW_CHARS = 200  # a value or setting longer than this (a corpus's file list) is cut on its line; --json has it whole
+
+
+def _shown(value: Any) -> str:
+    """A value as `show` prints it on one line: cut after SHOW_CHARS characters, saying how long it is."""
+    text = _fmt(value)
+    if len(text) <= SHOW_CHARS:
+        return text
+    items = f"{len(value)} items, " if isinstance(value, (list, tuple)) else ""
+    return f"{text[:SHOW_CHARS - 40]}... ({items}{len(text)} characters; show --json prints it whole)"
 
 
 def _made_by(provenance: dict | None) -> str:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lenscope.ui.headline import HEADLINE
 from lenscope.ui.lineage_list import LineageRow
+
+PRESENTATION = {HEADLINE}  # settings of how a run is shown, not of what it ran: never a default column
 
 
 def differing(rows: Sequence[LineageRow]) -> list[str]:
@@ -35,5 +38,5 @@ def default_columns(rows: Sequence[LineageRow], most: int) -> list[str]:
     for row in rows:
         jobs.setdefault(row.name, []).append(row)
     within = {key for group in jobs.values() if len(group) > 1 for key in differing(group)}
-    keys = differing(rows)
+    keys = [k for k in differing(rows) if k not in PRESENTATION]
     return ([k for k in keys if k in within] + [k for k in keys if k not in within])[:most]

@@ -50,6 +50,14 @@ class LineageRow:
         """`name@nonce`, the run page's address."""
         return f"{self.name}@{self.nonce}"
 
+    @property
+    def parent_groups(self) -> list[tuple[str, list[str]]]:
+        """The parents of the first node grouped by lineage: (`name@nonce`, [their addresses]), in order."""
+        groups: dict[str, list[str]] = {}
+        for address in self.parents:
+            groups.setdefault(address.rpartition(":")[0], []).append(address)
+        return list(groups.items())
+
 
 def rank_keys(keys: Sequence[str]) -> list[str]:
     """Value keys in reading order: the job's own values before analyses' (`analysis/...`), and within each losses
@@ -130,7 +138,7 @@ def _artifact_counts(connection: Connection, only: tuple[str, str] | None) -> di
 
 
 def _branches(connection: Connection) -> tuple[dict[tuple[str, str], list[str]], dict[tuple[str, str], int]]:
-    """Which node each branched lineage started from, and how many lineages branched off each lineage."""
+    """Which nodes each branched lineage started from, and how many lineages started from each lineage."""
     child, parent = nodes.alias("child"), nodes.alias("parent")
     stmt = (
         select(child.c.name, child.c.nonce, parent.c.name.label("pname"), parent.c.nonce.label("pnonce"),
@@ -140,11 +148,11 @@ def _branches(connection: Connection) -> tuple[dict[tuple[str, str], list[str]],
         .order_by(edges.c.position)
     )
     parents: dict[tuple[str, str], list[str]] = {}
-    branches: dict[tuple[str, str], int] = {}
+    children: dict[tuple[str, str], set[tuple[str, str]]] = {}  # a crosscoder reading 4 checkpoints is 1 branch
     for r in connection.execute(stmt):
         parents.setdefault((r.name, r.nonce), []).append(Node(r.pname, r.pnonce, r.pseq).address)
-        branches[(r.pname, r.pnonce)] = branches.get((r.pname, r.pnonce), 0) + 1
-    return parents, branches
+        children.setdefault((r.pname, r.pnonce), set()).add((r.name, r.nonce))
+    return parents, {lineage: len(started) for lineage, started in children.items()}
 
 
 def _latest_values(connection: Connection, keys: list[str], only: tuple[str, str] | None) -> tuple[dict, set]:

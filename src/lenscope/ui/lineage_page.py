@@ -48,6 +48,15 @@ class LineageDetail:
     flipbooks: dict[str, list[Frame]]
     branches: list[tuple[Node, Node]]  # (the branch's first node, the node of this lineage it started from)
 
+    @property
+    def branch_groups(self) -> list[tuple[Node, list[Node]]]:
+        """Each lineage started from this one, with every node of this one it started from (a crosscoder reads
+        several checkpoints: one entry, not one per checkpoint), in order of first appearance."""
+        groups: dict[Node, list[Node]] = {}
+        for first, origin in self.branches:
+            groups.setdefault(first, []).append(origin)
+        return list(groups.items())
+
 
 def lineage_detail(store: StoreReader, lineage: tuple[str, str]) -> LineageDetail:
     """Timeline stops, flip-books and branches of `lineage` = (name, nonce), in three statements."""

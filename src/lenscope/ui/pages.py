@@ -37,6 +37,8 @@ from lenscope.ui.sweep_tags import sweep_tags
 from lenscope.ui.tables import TableError, fold_reason, outline, preview
 
 DEFAULT_CONFIG_COLUMNS = 4
+MIN_CONFIG_COLUMNS = 2
+MAX_COLUMNS = 6  # config and metric columns the runs list shows by default (more scroll sideways)
 MAX_COMPARED = 8
 MAX_PREVIEW = 256 << 20  # bytes of a table the page previews (it reads only the row groups of one page)
 STATUSES = ("running", "stale", "done", "failed")
@@ -70,7 +72,8 @@ def runs(request: Request) -> Response:
     if status in STATUSES:
         rows = [r for r in rows if r.status == status]
     all_config = sorted({k for row in rows for k in row.config})
-    shown = default_columns(rows, DEFAULT_CONFIG_COLUMNS)  # by default: keys that tell the runs apart
+    # by default: keys that tell the runs apart, as many as fit beside the metrics in a 1280-pixel window
+    shown = default_columns(rows, max(MIN_CONFIG_COLUMNS, min(DEFAULT_CONFIG_COLUMNS, MAX_COLUMNS - len(keys))))
     configs = [k for k in params.getlist("cfg") if k in all_config] if "cfg" in params else shown
     sort, descending = params.get("sort", "created"), params.get("desc", "1" if "sort" not in params else "0") == "1"
     rows = _sorted(rows, sort, descending)
