@@ -19,6 +19,7 @@ __all__ = ["ActivationCache", "hook_names", "select_hooks"]
 # each is a copy of the residual stream per head or per block, large and rarely read.
 OPT_IN = ("hook_result", "hook_attn_in", "hook_mlp_in")
 # (name, layer) as TransformerLens' get_act_name reads it: where in block `layer` the hook sits.
+_ACT_NAMES = {"attn": "pattern", "attn_logits": "attn_scores"}  # TransformerLens' get_act_name aliases
 _WITHIN = ("", "attn/", "mlp/", "ln1/", "ln2/")
 
 
@@ -55,24 +56,37 @@ class ActivationCache(Mapping[str, Any]):
         self.has_batch_dim = has_batch_dim
         self.model_view = model_view
 
-    def _path(self, key: str | tuple[str, int]) -> str:
+    def _find(self, key: str | tuple) -> str | None:
+        """The path a key names (a dotted or path name, TransformerLens' `(name, layer[, type])`), or None."""
         if isinstance(key, tuple):
-            name, layer = key
+            name, layer = key[0], key[1]
+            if isinstance(layer, int) and layer < 0:
+                layer += self._n_layers()
+            name = _ACT_NAMES.get(name, name)
             short = name if name.startswith("hook_") else f"hook_{name}"
-            for within in _WITHIN:
-                path = f"blocks/{layer}/{within}{short}"
-                if path in self._by_path:
-                    return path
-            raise KeyError(f"{key!r}: no blocks.{layer}.*{short} in this cache")
+            return next((f"blocks/{layer}/{within}{short}" for within in _WITHIN
+                         if f"blocks/{layer}/{within}{short}" in self._by_path), None)
         path = tl_alias(key)
-        if path not in self._by_path:
-            near = difflib.get_close_matches(path, list(self._by_path), n=3)
-            raise KeyError(f"{key!r} is not in this cache" + (
-                f"; nearest: {', '.join(n.replace('/', '.') for n in near)}" if near else
-                " (record it: run_with_cache(..., names_filter=...))"))
-        return path
+        if path not in self._by_path and "/" not in path and f"hook_{path}" in self._by_path:
+            path = f"hook_{path}"  # TransformerLens' cache["embed"]
+        return path if path in self._by_path else None
 
-    def __getitem__(self, key: str | tuple[str, int]) -> Any:  # type: ignore[override]
+    def _n_layers(self) -> int:
+        blocks = [int(p.split("/")[1]) for p in self._by_path if p.startswith("blocks/") and p.split("/")[1].isdigit()]
+        return max(blocks) + 1 if blocks else 0
+
+    def _path(self, key: str | tuple) -> str:
+        path = self._find(key)
+        if path is not None:
+            return path
+        if isinstance(key, tuple):
+            raise KeyError(f"{key!r}: no blocks.{key[1]}.*{key[0]} in this cache")
+        near = difflib.get_close_matches(tl_alias(key), list(self._by_path), n=3)
+        raise KeyError(f"{key!r} is not in this cache" + (
+            f"; nearest: {', '.join(n.replace('/', '.') for n in near)}" if near else
+            " (record it: run_with_cache(..., names_filter=...))"))
+
+    def __getitem__(self, key: str | tuple) -> Any:  # type: ignore[override]
         return self._by_path[self._path(key)]
 
     def __iter__(self) -> Iterator[str]:
@@ -83,10 +97,9 @@ class ActivationCache(Mapping[str, Any]):
 
     def __contains__(self, key: object) -> bool:
         try:
-            self._path(key)  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError):
+            return self._find(key) is not None  # type: ignore[arg-type]
+        except (TypeError, ValueError):
             return False
-        return True
 
     def remove_batch_dim(self) -> ActivationCache:
         """The cache of a batch of one without its batch axis, as TransformerLens' `remove_batch_dim`."""

@@ -1,8 +1,10 @@
 """The ActivationCache's analysis utilities, as TransformerLens defines them: the residual stream accumulated or
 decomposed by component, each head's write, the cached norm scale applied to a stack, and logit attributions.
 
-They run eagerly with jax.numpy over the cached arrays and the few weights of the model they need, which
-`run_with_cache` hands the cache as a `ModelView` (W_U, each block's W_O, the final norm, the norm kind).
+They run in NumPy over the cached arrays (on the CPU, views of them) and the few weights of the model they need,
+which `run_with_cache` hands the cache as a `ModelView` (W_U, each block's W_O, the final norm, the norm kind),
+and return JAX arrays: a few small operations, which jax.numpy would dispatch (and compile, per shape) one by one
+at several times the cost (bench/tutorial_loops.py).
 `pos_slice` follows TransformerLens' `Slice`: None (all), an int (the axis dropped), a slice, a tuple
 (start, stop[, step]) or a list/array of indices, applied to the position axis (-2 of a residual stack).
 """
@@ -14,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ...errors import UsageError
@@ -64,8 +65,8 @@ class ModelView:
         """Each token's unembedding direction W_U[:, token], [*tokens.shape, d_model] (one id: [d_model])."""
         ids = _token_ids(self, tokens)
         if self.unembed is None:
-            return self.embedding[ids]
-        return jnp.moveaxis(self.unembed[:, ids], 0, -1)
+            return np.asarray(self.embedding)[ids]
+        return np.moveaxis(np.asarray(self.unembed)[:, ids], 0, -1)
 
 
 class Cache(Protocol):
@@ -93,7 +94,7 @@ def _get(cache: Cache, name: str, what: str) -> Array:
             cache.model_view is not None and cache.model_view.parallel else ""
         raise UsageError(f"{what} reads {name} and this cache lacks it{hint}; expected a cache recorded with it: "
                          "run_with_cache without names_filter, or with a filter that includes it")
-    return jnp.asarray(cache[name])
+    return np.asarray(cache[name])
 
 
 def _layer(layer: int | None, n_layers: int, what: str) -> int:
@@ -137,8 +138,14 @@ def _take(x: Array, index: Any, axis: int, what: str = "pos_slice") -> Array:
     return x[(slice(None),) * (axis % x.ndim) + (index,)]
 
 
-def _labelled(stack: Array, labels: list[str], return_labels: bool) -> Labelled:
+def _labelled(stack: Any, labels: list[str], return_labels: bool) -> Labelled:
+    stack = _placed(stack)
     return (stack, labels) if return_labels else stack
+
+
+def _placed(x: Any) -> Array:
+    """A result as a JAX array (placed without a compiled program)."""
+    return x if isinstance(x, jax.Array) else jax.device_put(np.ascontiguousarray(x))
 
 
 def apply_ln_to_stack(cache: Cache, residual_stack: Any, layer: int | None = None, mlp_input: bool = False,
@@ -150,23 +157,23 @@ def apply_ln_to_stack(cache: Cache, residual_stack: Any, layer: int | None = Non
     view = _model(cache, "apply_ln_to_stack")
     layer = _layer(layer, view.n_layers, "apply_ln_to_stack")
     pos, batch = index_of(pos_slice), index_of(batch_slice, "batch_slice")
-    stack = jnp.asarray(residual_stack)
+    stack = np.asarray(residual_stack)
     if stack.ndim < 2:
         raise UsageError(f"apply_ln_to_stack: residual_stack of shape {stack.shape}; expected "
                          "[components, *batch_and_pos, d_model]")
     if view.norm is None or (layer == view.n_layers and view.final_norm is None):
-        return stack  # nothing normalizes the stream there
+        return _placed(stack)  # nothing normalizes the stream there
     if has_batch_dim:
         stack = _take(stack, batch, 1, "batch_slice")
     if recompute_ln and layer == view.n_layers:
-        return view.final_norm(stack)
+        return _placed(view.final_norm(stack))
     if view.norm == "layernorm":
         stack = stack - stack.mean(axis=-1, keepdims=True)
     name = "ln_final.hook_scale" if layer == view.n_layers else f"blocks.{layer}.ln{2 if mlp_input else 1}.hook_scale"
     scale = _take(_get(cache, name, "apply_ln_to_stack"), pos, -2)
     if cache.has_batch_dim:
         scale = _take(scale, batch, 0, "batch_slice")
-    return stack / scale
+    return _placed(stack / scale)
 
 
 def accumulated_resid(cache: Cache, layer: int | None = None, incl_mid: bool = False, apply_ln: bool = False,
@@ -187,7 +194,7 @@ def accumulated_resid(cache: Cache, layer: int | None = None, incl_mid: bool = F
         if (incl_mid and at < layer) or (mlp_input and at == layer):
             parts.append(_get(cache, f"blocks.{at}.hook_resid_mid", "accumulated_resid"))
             labels.append(f"{at}_mid")
-    stack = jnp.stack([_take(p, pos, -2) for p in parts])
+    stack = np.stack([_take(p, pos, -2) for p in parts])
     if apply_ln:
         stack = apply_ln_to_stack(cache, stack, layer, mlp_input, pos_slice, has_batch_dim=cache.has_batch_dim,
                                   recompute_ln=layer == view.n_layers)
@@ -207,13 +214,13 @@ def decompose_resid(cache: Cache, layer: int | None = None, mlp_input: bool = Fa
     parts, labels = [], []
     if incl_embeds:
         if "hook_embed" in cache:
-            embed = jnp.asarray(cache["hook_embed"])
+            embed = np.asarray(cache["hook_embed"])
             if view.embed_scale is not None:  # the stream starts at the scaled embedding (TransformerLens folds it)
-                embed = embed * jnp.asarray(view.embed_scale, embed.dtype)
+                embed = embed * np.asarray(view.embed_scale, embed.dtype)
             parts.append(embed)
             labels.append("embed")
         if "hook_pos_embed" in cache:
-            parts.append(jnp.asarray(cache["hook_pos_embed"]))
+            parts.append(np.asarray(cache["hook_pos_embed"]))
             labels.append("pos_embed")
     for at in range(layer):
         for sub, wanted in (("attn_out", mode != "mlp"), ("mlp_out", mode != "attn")):
@@ -226,7 +233,7 @@ def decompose_resid(cache: Cache, layer: int | None = None, mlp_input: bool = Fa
     if not parts:
         raise UsageError(f"decompose_resid(layer={layer}, mode={mode!r}, incl_embeds={incl_embeds}) has no "
                          "component; expected layer > 0 or incl_embeds=True (with hook_embed cached)")
-    stack = jnp.stack([_take(p, pos, -2) for p in parts])
+    stack = np.stack([_take(p, pos, -2) for p in parts])
     if apply_ln:
         stack = apply_ln_to_stack(cache, stack, layer, mlp_input, pos_slice, has_batch_dim=cache.has_batch_dim)
     return _labelled(stack, labels, return_labels)
@@ -235,11 +242,16 @@ def decompose_resid(cache: Cache, layer: int | None = None, mlp_input: bool = Fa
 def head_results(cache: Cache, layer: int) -> Array:
     """Each head's write to the residual stream in block `layer` [..., pos, heads, d_model]: the cached
     hook_result, else hook_z times that block's W_O (TransformerLens' compute_head_results)."""
+    return _placed(_head_results(cache, layer))
+
+
+def _head_results(cache: Cache, layer: int) -> np.ndarray:
     name = f"blocks.{layer}.attn.hook_result"
     if name in cache:
-        return jnp.asarray(cache[name])
+        return np.asarray(cache[name])
     z = _get(cache, f"blocks.{layer}.attn.hook_z", "stack_head_results")
-    return jnp.einsum("...hd,hdm->...hm", z, _model(cache, "stack_head_results").W_O[layer])
+    w_o = np.asarray(_model(cache, "stack_head_results").W_O[layer])
+    return np.einsum("...hd,hdm->...hm", z, w_o, optimize=True)
 
 
 def stack_head_results(cache: Cache, layer: int | None = -1, return_labels: bool = False,
@@ -252,13 +264,13 @@ def stack_head_results(cache: Cache, layer: int | None = -1, return_labels: bool
     labels = [f"L{at}H{h}" for at in range(layer) for h in range(view.n_heads)]
     stream = (f"blocks.{layer - 1}.hook_resid_post" if layer else "blocks.0.hook_resid_pre")
     if layer:
-        heads = jnp.concatenate([_take(head_results(cache, at), pos, -3) for at in range(layer)], axis=-2)
-        stack = jnp.moveaxis(heads, -2, 0)
+        heads = np.concatenate([_take(_head_results(cache, at), pos, -3) for at in range(layer)], axis=-2)
+        stack = np.moveaxis(heads, -2, 0)
     else:
-        stack = jnp.zeros((0, *_take(_get(cache, stream, "stack_head_results"), pos, -2).shape))
+        stack = np.zeros((0, *_take(_get(cache, stream, "stack_head_results"), pos, -2).shape))
     if incl_remainder:
         rest = _take(_get(cache, stream, "stack_head_results (incl_remainder)"), pos, -2) - stack.sum(axis=0)
-        stack = jnp.concatenate([stack, rest[None].astype(stack.dtype)], axis=0)
+        stack = np.concatenate([stack, rest[None].astype(stack.dtype)], axis=0)
         labels.append("remainder")
     if apply_ln:
         stack = apply_ln_to_stack(cache, stack, layer, pos_slice=pos_slice)
@@ -297,4 +309,4 @@ def logit_attrs(cache: Cache, residual_stack: Any, tokens: Any, incorrect_tokens
         directions = directions - view.directions(incorrect_tokens)
     scaled = apply_ln_to_stack(cache, residual_stack, -1, pos_slice=pos_slice, batch_slice=batch_slice,
                                has_batch_dim=has_batch_dim)
-    return (scaled * directions).sum(axis=-1)
+    return _placed((np.asarray(scaled) * directions).sum(axis=-1))
