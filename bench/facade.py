@@ -13,7 +13,8 @@ tests/test_pretrained_cache.py does). Rows, each at every batch of --batches and
   resid     run_with_cache(names_filter=<every hook_resid_post>)
   hooks     run_with_hooks with one zero-ablation (head 3 of blocks.5.attn.hook_z)
   generate  32 new tokens, greedy (TransformerLens: do_sample=False, use_past_kv_cache=True), no stop at EOS
-Each row's first call is timed alone (lenscope's includes tracing and compiling its program for that shape) and
+Each row's first call is timed alone (lenscope's includes tracing and compiling its program for that shape: lenscope
+gets a fresh compile-cache folder per run, so a second run does not time a cache load) and
 its results are checked to agree (logits within 1e-4 of their scale; generate: the tokens) before the warm
 median of --rounds interleaved rounds (bench/_peer_common.interleaved). JAX outputs are synchronized with
 block_until_ready; TransformerLens runs under torch.inference_mode (its fastest). Ratios are TL / lenscope.
@@ -22,7 +23,9 @@ block_until_ready; TransformerLens runs under torch.inference_mode (its fastest)
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -289,11 +292,22 @@ def print_rates(rows: list[Row], sizes: Sizes, seq: int) -> None:
               f"would take {2 * theirs:.0f} GFLOP/s")
 
 
+def fresh_compile_cache() -> str:
+    """An empty compile-cache folder for lenscope ($LENSCOPE_COMPILE_CACHE, set before JAX is imported), removed at
+    exit: the first-call rows then time a first call (tracing and compiling), never a load from an earlier run's
+    cache in the user's folder."""
+    folder = tempfile.mkdtemp(prefix="lenscope-facade-cache-")
+    os.environ["LENSCOPE_COMPILE_CACHE"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def main() -> None:
     """Build both models, measure every chosen row at every batch, print the table."""
     args = parse()
     threads = configure_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cache = fresh_compile_cache()
     try:  # lazy: the thread flags must be set before JAX and torch are imported
         import jax
         import torch
@@ -301,7 +315,7 @@ def main() -> None:
         raise SystemExit(f"bench/facade.py needs torch, transformers and transformer-lens: {err}; "
                          "pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'") from None
     sizes = QUICK if args.quick else Sizes()
-    print(f"{sizes.describe()}\n{threads}")
+    print(f"{sizes.describe()}\n{threads}\nlenscope's compile cache: {cache} (fresh, removed at exit)")
     with tempfile.TemporaryDirectory(prefix="lenscope-facade-") as folder:  # both models hold the weights read
         sides = Sides(sizes, args.threads, Path(folder))
     print(f"jax {jax.__version__}, torch {torch.__version__} (torch.get_num_threads() {torch.get_num_threads()}), "
