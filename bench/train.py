@@ -4,14 +4,19 @@ Usage: python bench/train.py [--steps N] [--repeats R]
 Both loops run the trainer's own `train_step` on the same data; the framework adds ticks,
 report-cadence store writes, progress and the final checkpoint. Validation is moved past
 the end so both sides do the same work; a third row shows the default cadence for context.
+The sides are interleaved round by round (each round runs every row once, as
+bench/_peer_common.interleaved does), so a drift of machine load falls on all of them alike;
+medians lead, min and max follow, with the load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +50,15 @@ def framework_run(overrides: list[str], root: str) -> float:
     return time.perf_counter() - start
 
 
+def rounds(methods: dict[str, Callable[[int], float]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each method, round by round: round i runs every method once (given i), in turn."""
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for index in range(repeats):
+        for name, method in methods.items():
+            times[name].append(method(index))
+    return times
+
+
 def main() -> None:
     """Print steps/s of both loops and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,15 +70,19 @@ def main() -> None:
         same_work = base + [f"logging/validation_interval={args.steps + 1}",
                             f"logging/checkpoint_interval={args.steps + 1}"]
         trainer = GrokTrainer(same_work, store=f"{tmp}/bare")
-        bare = statistics.median(bare_loop(trainer, args.steps) for _ in range(args.repeats))
-        framework = statistics.median(framework_run(same_work, f"{tmp}/fw{i}") for i in range(args.repeats))
-        cadence = statistics.median(framework_run(base, f"{tmp}/cad{i}") for i in range(args.repeats))
-    rows = [("bare jitted loop", bare), ("run(), same work", framework),
-            ("run(), default cadence (+validation)", cadence)]
-    print(f"grokking/train, {args.steps} steps, median of {args.repeats}; device={jax.devices()[0].platform}")
-    print(f"{'loop':<40} {'s':>8} {'steps/s':>10} {'ratio to bare':>14}")
-    for name, seconds in rows:
-        print(f"{name:<40} {seconds:>8.2f} {args.steps / seconds:>10.1f} {seconds / bare:>14.3f}")
+        times = rounds({"bare jitted loop": lambda i: bare_loop(trainer, args.steps),
+                        "run(), same work": lambda i: framework_run(same_work, f"{tmp}/fw{i}"),
+                        "run(), default cadence (+validation)": lambda i: framework_run(base, f"{tmp}/cad{i}")},
+                       args.repeats)
+    bare = statistics.median(times["bare jitted loop"])
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"grokking/train, {args.steps} steps, {args.repeats} interleaved rounds; "
+          f"device={jax.devices()[0].platform}; load average {load}")
+    print(f"{'loop':<40} {'median s':>9} {'steps/s':>10} {'ratio to bare':>14} {'min s':>8} {'max s':>8}")
+    for name, values in times.items():
+        seconds = statistics.median(values)
+        print(f"{name:<40} {seconds:>9.2f} {args.steps / seconds:>10.1f} {seconds / bare:>14.3f} "
+              f"{min(values):>8.2f} {max(values):>8.2f}")
 
 
 if __name__ == "__main__":
