@@ -31,6 +31,7 @@ from .hooked import HookedPrograms, hook_spec
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .tokenizer import Tokenizer, load_tokenizer
+from .weight_surface import WeightSurface
 from .with_saes import run_saes
 
 __all__ = ["Pretrained", "from_pretrained"]
@@ -97,7 +98,7 @@ HOOKED_KEPT = 8  # the programs of this many recent choices of hooks (and record
 
 
 @dataclass
-class Pretrained:
+class Pretrained(WeightSurface):
     """A checkpoint loaded into the generic Decoder: `pretrained(tokens, attention_mask=None)` gives logits."""
 
     model: Decoder
