@@ -14,8 +14,8 @@ weight 1, dead window 1000, Adam (--lr, default 3e-4) with betas 0.9/0.999, grad
 normalization) on the same batches in the same order (lenscope's ArrayData order), batch 4096 tokens.
 Throughput is timed from the end of the first step (compilation, torch warm-up) to the end of the last,
 in wall time and in the process's CPU time (all its threads: robust to other jobs on a shared machine);
-the two trainers run in alternating rounds (lenscope, SAELens, lenscope, ...) and the table reports the
-best round of each (the median beside it). Quality is measured on the same held-out tokens with lenscope's
+the two trainers run in alternating rounds (lenscope, SAELens, lenscope, ...) and the table leads with each
+one's median round, its min and max after it. Quality is measured on the same held-out tokens with lenscope's
 SAELens-defined metrics, SAELens' SAE read back through its own saved files, after the first round; rounds
 after it may train fewer steps (--timing-steps), for their throughput only.
 
@@ -37,6 +37,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _peer_common import configure_threads, load  # noqa: E402
+
+
+def spread(values: list[float]) -> str:
+    """The median of `values` first, then their min and max: 'median (min-max)'."""
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def parse() -> argparse.Namespace:
@@ -263,18 +268,17 @@ def main() -> None:
     timing = f", then {args.timing_steps} steps" if args.timing_steps and args.rounds > 1 else ""
     print(f"\nTopK SAE training, k {args.k}, batch {args.batch}, lr {args.lr}, "
           f"{args.steps} steps ({args.steps * args.batch:,} tokens; quality after them){timing}, float32, "
-          f"{args.rounds} alternating rounds (best, median in brackets); load average after: {load()}")
+          f"{args.rounds} alternating rounds (median, min-max in brackets); load average after: {load()}")
     print("| d_in | d_sae | lenscope tokens/s | SAELens tokens/s | speed-up | speed-up per CPU s | EV lenscope | "
           "EV SAELens | L0 lenscope | L0 SAELens | dead lenscope | dead SAELens |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for d_in, d_sae, ours, q, theirs, p in rows:
-        best, mid = max(r[0] for r in ours), statistics.median(r[0] for r in ours)
-        cpu = max(r[1] for r in ours)
-        line = f"| {d_in} | {d_sae} | {best:,.0f} ({mid:,.0f}) | "
+        mid, cpu = statistics.median(r[0] for r in ours), statistics.median(r[1] for r in ours)
+        line = f"| {d_in} | {d_sae} | {spread([r[0] for r in ours])} | "
         if theirs:
-            t_best, t_mid, t_cpu = (max(r[0] for r in theirs), statistics.median(r[0] for r in theirs),
-                                    max(r[1] for r in theirs))
-            line += (f"{t_best:,.0f} ({t_mid:,.0f}) | **{best / t_best:.2f}x** ({mid / t_mid:.2f}x) | "
+            t_mid, t_cpu = statistics.median(r[0] for r in theirs), statistics.median(r[1] for r in theirs)
+            best = max(r[0] for r in ours) / max(r[0] for r in theirs)
+            line += (f"{spread([r[0] for r in theirs])} | **{mid / t_mid:.2f}x** (best {best:.2f}x) | "
                      f"{cpu / t_cpu:.2f}x | {q['explained_variance']:.3f} | {p['explained_variance']:.3f} | "
                      f"{q['l0']:.1f} | {p['l0']:.1f} | {q['dead_latents']} | {p['dead_latents']} |")
         else:
