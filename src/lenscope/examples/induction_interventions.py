@@ -164,7 +164,7 @@ class HeadPatching(InductionView):
         grid = np.asarray(results["grid"])
         names = head_names(int(results["blocks"]), grid.shape[0] // int(results["blocks"]))
         bound = float(np.abs(grid).max()) or 1.0
-        fig = self.heatmap(grid, yticklabels=names, cmap="RdBu_r", vmin=-bound, vmax=bound,
+        fig = self.heatmap(grid, yticklabels=names, cmap="RdBu", vmin=-bound, vmax=bound,  # positive blue, as graphs
                            xlabel=f"position patched (copy 2 starts at {self.args.repeat_len + 1})", ylabel="head",
                            cbar_label="share restored", title="Head patching: clean into corrupted")
         fig.axes[0].axvline(self.args.repeat_len + 0.5, color="black", linewidth=0.8)

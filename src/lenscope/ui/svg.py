@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 WIDTH, HEIGHT = 640, 230
-LEFT, RIGHT, TOP, BOTTOM = 58, 14, 12, 30
+LEFT, RIGHT, TOP, BOTTOM = 66, 24, 12, 32
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@
     if (node.kind === "feature") { fact("activation", fmt(node.activation), "activation"); }
     if (node.kind === "logit") { fact("probability", fmt(node.prob)); }
     if (node.influence !== null && node.influence !== undefined) {
-      fact("influence", fmt(node.influence) + " (cumulative rank as saved: smaller is more influential)");
+      fact("rank", fmt(node.influence) + " (the file's cumulative influence up to this node: smaller ranks first)");
     }
     var inf = this.result && this.result.influence;
     if (inf && node.kind !== "logit") {
