@@ -96,11 +96,14 @@ class FactoredMatrix:
         if isinstance(other, FactoredMatrix):
             return (self @ other.A) @ other.B
         right = _host(other)
-        if right.ndim == 1:
-            return self.A @ (self.B @ right)
-        if right.shape[-2] != self.rdim:
-            raise UsageError(f"FactoredMatrix @ array: the array's rows ({right.shape[-2]}) must equal the "
+        if right.ndim == 0:
+            raise UsageError("FactoredMatrix @ x: x is a scalar; expected a vector or matrix (use * to scale)")
+        rows = right.shape[-1 if right.ndim == 1 else -2]
+        if rows != self.rdim:
+            raise UsageError(f"FactoredMatrix @ array: the array's rows ({rows}) must equal the "
                              f"matrix's columns ({self.rdim}); shapes were {self.shape} and {right.shape}")
+        if right.ndim == 1:  # a vector: the product collapses to one (over the leading axes)
+            return (self.A @ (self.B @ right[:, None]))[..., 0]
         if self.rdim > self.mdim:  # keep the thin middle
             return FactoredMatrix(self.A, self.B @ right)
         return FactoredMatrix(self.AB, right)
@@ -108,11 +111,11 @@ class FactoredMatrix:
     def __rmatmul__(self, other: Any) -> Any:
         """other @ self: a FactoredMatrix for a matrix, an array [..., rdim] for a vector."""
         left = _host(other)
-        if left.shape[-1] != self.ldim:
+        if not left.ndim or left.shape[-1] != self.ldim:
             raise UsageError(f"array @ FactoredMatrix: the array's columns ({left.shape[-1]}) must equal the "
                              f"matrix's rows ({self.ldim}); shapes were {left.shape} and {self.shape}")
         if left.ndim == 1:
-            return (left @ self.A) @ self.B
+            return ((left[None, :] @ self.A) @ self.B)[..., 0, :]
         if self.ldim > self.mdim:
             return FactoredMatrix(left @ self.A, self.B)
         return FactoredMatrix(left, self.AB)
