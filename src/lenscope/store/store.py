@@ -19,6 +19,7 @@ from lenscope.store.blobs import Payload
 from lenscope.store.checkpoints import CheckpointsMixin
 from lenscope.store.graph import GraphMixin
 from lenscope.store.node import Node, new_nonce
+from lenscope.store.node_html import node_html
 from lenscope.store.query import Query
 from lenscope.store.schema import artifacts, edges, lineage_nonce, nodes, records
 from lenscope.store.values import Scalar, check_values, decode, dump_config, encode, load_config
@@ -43,6 +44,10 @@ class NodeRecord:
     config: dict | None = None
     created: float = 0.0
     error: str | None = None
+
+    def _repr_html_(self) -> str:
+        """The node in a notebook: address, status, parents, values, artifacts and checkpoint (node_html.py)."""
+        return node_html(self)
 
 
 class Store(GraphMixin, ArtifactsMixin, CheckpointsMixin):

@@ -12,6 +12,7 @@ from ...capture.paths import match_paths, tl_alias
 from ...errors import UsageError
 from . import cache_stacks
 from .cache_stacks import ModelView
+from .notebook_html import cache_html
 
 __all__ = ["ActivationCache", "hook_names", "select_hooks"]
 
@@ -146,6 +147,10 @@ class ActivationCache(Mapping[str, Any]):
         """Each component's direct logit attribution to `tokens` (minus `incorrect_tokens`)."""
         return cache_stacks.logit_attrs(self, residual_stack, tokens, incorrect_tokens, pos_slice, batch_slice,
                                         has_batch_dim)
+
+    def _repr_html_(self) -> str:
+        """The cache in a notebook: a table of its hooks' names and shapes (notebook_html.py)."""
+        return cache_html(self)
 
     def __repr__(self) -> str:
         return f"ActivationCache({len(self)} hooks: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from .cache_stacks import ModelView
 from .factored import FactoredMatrix
+from .notebook_html import model_html
 
 if TYPE_CHECKING:
     from ..equinox.layers import Dense
@@ -228,6 +229,10 @@ class WeightSurface:
         tokenizer = getattr(self, "tokenizer", None)
         view = ModelView.of(self.model, tokenizer.to_single_token if tokenizer is not None else None)
         return jnp.asarray(view.directions(tokens))
+
+    def _repr_html_(self) -> str:
+        """The model in a notebook: family, sizes, parameters, hook points, dtype (notebook_html.py)."""
+        return model_html(self)
 
     def all_head_labels(self) -> list[str]:
         """Every head's label, `L{layer}H{head}`, layer by layer."""
