@@ -18,7 +18,7 @@ from _attribution_models import transcoders  # noqa: E402
 
 from lenscope.attribution import Attributor, edge_errors  # noqa: E402
 from lenscope.attribution.decoder import DecoderReplacement  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import DecoderConfig, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
 
@@ -67,4 +67,4 @@ def test_saved_transformers_checkpoint_graph_matches_interventions(family: str) 
     from hf_models import checkpoint, torch_or_skip
 
     torch_or_skip()
-    check_graph(from_pretrained(checkpoint(family)[1]).model)
+    check_graph(from_pretrained_no_processing(checkpoint(family)[1]).model)

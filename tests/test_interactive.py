@@ -21,7 +21,7 @@ from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: 
 from lenscope.analysis import AnalysisBase  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
 from lenscope.examples.grokking import GrokTrainer  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 
 IDS = np.random.default_rng(0).integers(4, 50, (2, 6))
 HEAD = 0  # read by zero_head: the tutorials' global
@@ -34,7 +34,7 @@ def loaded():
     pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'")
     _, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    return folder, from_pretrained(folder)
+    return folder, from_pretrained_no_processing(folder)
 
 
 @pytest.fixture(scope="module")

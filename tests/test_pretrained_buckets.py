@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import VOCAB, checkpoint, save_tokenizer, torch_or_skip  # noqa: E402
 
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import pretrained as module  # noqa: E402
 from lenscope.models.pretrained.buckets import bucket, pad_batch  # noqa: E402
 
@@ -28,9 +28,9 @@ def models():
     """The tiny GPT-2 loaded twice: with buckets (the default) and at exact shapes."""
     _, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    exact = from_pretrained(folder)
+    exact = from_pretrained_no_processing(folder)
     exact.buckets = False
-    return from_pretrained(folder), exact
+    return from_pretrained_no_processing(folder), exact
 
 
 def close(a, b) -> None:

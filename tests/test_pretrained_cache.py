@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: E402
 
 from lenscope.errors import UsageError  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def loaded():
     pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
     hf, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    return hf, from_pretrained(folder)
+    return hf, from_pretrained_no_processing(folder)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_every_default_hook_equals_transformerlens(loaded, lens_model) -> None:
 
 def test_names_by_dotted_name_path_glob_predicate_or_name_and_layer(loaded) -> None:
     _, model = loaded
-    ids, _ = model.to_tokens(["w1 w2 w3"])
+    ids = model.to_tokens(["w1 w2 w3"])
     _, every = model.run_with_cache(ids)
     _, one = model.run_with_cache(ids, names_filter="blocks.1.hook_resid_post")
     assert list(one) == ["blocks.1.hook_resid_post"]

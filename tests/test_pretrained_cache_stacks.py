@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: E402
 
 from lenscope.errors import UsageError  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import ActivationCache  # noqa: E402
 
 ATOL = 1e-5  # float32 on both sides, the same operations in another order
@@ -25,7 +25,7 @@ def loaded():
     pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
     hf, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    return hf, from_pretrained(folder)
+    return hf, from_pretrained_no_processing(folder)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_rmsnorm_llama_equals_transformerlens() -> None:
         original_architecture="LlamaForCausalLM", device="cpu")
     tl = lens.HookedTransformer(cfg)
     tl.load_state_dict(convert_llama_weights(hf, cfg), strict=False)
-    model = from_pretrained(folder, tokenizer=False)
+    model = from_pretrained_no_processing(folder, tokenizer=False)
     assert model.model.unembed.kernel is not None and model.config.norm == "rmsnorm"
     ids = np.random.default_rng(4).integers(4, 100, (2, 7))
     with torch.no_grad():
@@ -260,12 +260,12 @@ def test_gemma_embed_scale_and_parallel_blocks() -> None:
     """Gemma's hook_embed is before its sqrt(d_model) scale (TransformerLens folds it into W_E): the decomposition
     scales it, so the parts still sum to the stream; GPT-NeoX's parallel blocks have no resid_mid to stack."""
     _, folder = checkpoint("gemma")
-    _, cache = from_pretrained(folder, tokenizer=False).run_with_cache(np.array([[5, 6, 7, 8]]))
+    _, cache = from_pretrained_no_processing(folder, tokenizer=False).run_with_cache(np.array([[5, 6, 7, 8]]))
     stack, labels = cache.decompose_resid(return_labels=True)
     assert labels == ["embed", "0_attn_out", "0_mlp_out", "1_attn_out", "1_mlp_out"]  # rotary: no pos_embed
     np.testing.assert_allclose(np.asarray(stack.sum(0)), np.asarray(cache["blocks.1.hook_resid_post"]), atol=1e-4)
     _, folder = checkpoint("gpt_neox")
-    _, cache = from_pretrained(folder, tokenizer=False).run_with_cache(np.array([[5, 6, 7]]))
+    _, cache = from_pretrained_no_processing(folder, tokenizer=False).run_with_cache(np.array([[5, 6, 7]]))
     assert cache.accumulated_resid().shape == (3, 1, 3, 32)
     with pytest.raises(UsageError, match=r"blocks.0.hook_resid_mid and this cache lacks it \(parallel blocks"):
         cache.accumulated_resid(incl_mid=True)

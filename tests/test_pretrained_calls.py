@@ -15,7 +15,7 @@ from hf_models import VOCAB, checkpoint, save_tokenizer, torch_or_skip  # noqa: 
 
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import generate  # noqa: E402
 from lenscope.models.pretrained import pretrained as module  # noqa: E402
 
@@ -27,7 +27,7 @@ IDS = np.random.default_rng(1).integers(4, VOCAB, (2, 10))
 def loaded():
     hf, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    return hf, from_pretrained(folder)
+    return hf, from_pretrained_no_processing(folder)
 
 
 def test_the_loss_is_transformers_loss_and_per_token_is_the_log_softmax(loaded) -> None:
@@ -56,9 +56,9 @@ def test_padding_counts_for_nothing_in_the_loss(loaded) -> None:
 
 def test_text_in_gives_the_logits_of_its_tokens(loaded) -> None:
     _, model = loaded
-    ids, mask = model.to_tokens(["w1 w2 w3", "w4"])
+    ids, mask = model.to_tokens(["w1 w2 w3", "w4"], return_mask=True)
     np.testing.assert_array_equal(np.asarray(model(["w1 w2 w3", "w4"])), np.asarray(model(ids, mask)))
-    np.testing.assert_array_equal(np.asarray(model("w1 w2")), np.asarray(model(*model.to_tokens("w1 w2"))))
+    np.testing.assert_array_equal(np.asarray(model("w1 w2")), np.asarray(model(*model.to_tokens("w1 w2", return_mask=True))))
     assert model.to_string(ids, mask) == ["<bos> w1 w2 w3", "<bos> w4"]
     assert model.to_str_tokens("w1 w2") == ["<bos>", "w1", "w2"] and model.to_single_token("w5") == 9
 
@@ -87,7 +87,7 @@ def test_bad_calls_say_what_is_expected(loaded) -> None:
         model(IDS, np.ones((1, 3)))
     with pytest.raises(UsageError, match="attention_mask is for token ids"):
         model("w1", np.ones((1, 2)))
-    bare = from_pretrained(model.path, tokenizer=False)
+    bare = from_pretrained_no_processing(model.path, tokenizer=False)
     with pytest.raises(UsageError, match="a text input needs the checkpoint's tokenizer"):
         bare("w1 w2")
 
@@ -95,7 +95,7 @@ def test_bad_calls_say_what_is_expected(loaded) -> None:
 def test_generate_from_text_is_the_kv_cache_program_on_its_tokens(loaded) -> None:
     _, model = loaded
     prompts = ["w1 w2 w3", "w4"]
-    ids, mask = model.to_tokens(prompts, padding_side="left")
+    ids, mask = model.to_tokens(prompts, padding_side="left", return_mask=True)
     want = np.asarray(generate(model.model, ids, mask, max_new_tokens=5))
     assert model.generate(prompts, 5, stop_at_eos=False) == model.to_string(
         want, np.concatenate([mask, np.ones((2, 5), np.int32)], axis=1))
@@ -109,7 +109,7 @@ def test_stop_at_eos_drops_what_follows_the_first_eos(loaded) -> None:
     _, model = loaded
     tokenizer, saved = model.tokenizer, model.tokenizer.eos_token_id
     first = int(np.asarray(generate(model.model, IDS[:1, :4], max_new_tokens=1))[0, -1])
-    prompt, _ = model.to_tokens("w1 w2 w3")
+    prompt = model.to_tokens("w1 w2 w3")
     first_of_text = int(np.asarray(generate(model.model, prompt, max_new_tokens=1))[0, -1])
     try:
         tokenizer.eos_token_id = first  # the first greedy token taken for the EOS: the continuation stops there
@@ -134,7 +134,7 @@ def test_cfg_answers_transformerlens_field_names(loaded) -> None:
         "gelu_new", "LN", "standard", c.layer_norm_epsilon)
     assert (cfg.gated_mlp, cfg.parallel_attn_mlp, cfg.rotary_dim, cfg.n_key_value_heads) == (False, False, None,
                                                                                            c.n_head)
-    llama = from_pretrained(checkpoint("llama")[1], tokenizer=False).cfg
+    llama = from_pretrained_no_processing(checkpoint("llama")[1], tokenizer=False).cfg
     assert (llama.act_fn, llama.normalization_type, llama.positional_embedding_type, llama.gated_mlp) == (
         "silu", "RMS", "rotary", True)
     assert llama.rotary_dim == llama.d_head and llama.n_key_value_heads == llama.n_kv_heads

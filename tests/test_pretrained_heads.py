@@ -17,7 +17,7 @@ from hf_models import checkpoint  # noqa: E402
 
 from lenscope.capture import EquinoxBackend, discover, match_paths, validate_selection  # noqa: E402
 from lenscope.capture.patch import patched, record  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import Decoder, DecoderConfig, random_decoder  # noqa: E402
 from lenscope.models.pretrained.rope import inverse_frequencies  # noqa: E402
 
@@ -131,7 +131,7 @@ def test_parity_with_transformerlens_hook_result_and_attn_in() -> None:
     tl = lens.HookedTransformer(cfg)
     tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
     tl.eval()
-    ours = from_pretrained(folder, tokenizer=False).model
+    ours = from_pretrained_no_processing(folder, tokenizer=False).model
     ids = np.random.default_rng(0).integers(3, c.vocab_size, (2, 7))
     names = [f"blocks.{i}.{hook}" for i in range(c.n_layer) for hook in ("attn.hook_result", "hook_attn_in")]
     with torch.no_grad():

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer  # noqa: E402
 
 from lenscope.errors import UsageError  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def model():
     pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
     _, folder = checkpoint("gpt2")
     save_tokenizer(folder)
-    return from_pretrained(folder)
+    return from_pretrained_no_processing(folder)
 
 
 def zero_head_1(z, hook):

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import VOCAB, checkpoint, torch_or_skip  # noqa: E402
 from multiproc import cpu_env  # noqa: E402
 
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 
 torch_or_skip()
 
@@ -22,10 +22,10 @@ SHARDED = """
 import json, sys
 import jax, numpy as np
 from jax.sharding import Mesh
-from lenscope.models import from_pretrained
+from lenscope.models import from_pretrained_no_processing
 from lenscope.models.pretrained.load import leaf_path
 mesh = Mesh(np.asarray(jax.devices()).reshape(4, 2), ("data", "model"))
-loaded = from_pretrained(sys.argv[1], mesh=mesh)
+loaded = from_pretrained_no_processing(sys.argv[1], mesh=mesh)
 fractions = {}
 for keys, leaf in jax.tree_util.tree_flatten_with_path(loaded.model)[0]:
     if leaf.ndim >= 2:
@@ -40,7 +40,7 @@ print("REPORT " + json.dumps({"devices": len(jax.devices()), "fractions": fracti
 def test_llama_loads_sharded_on_a_4x2_mesh() -> None:
     _, folder = checkpoint("llama")
     ids = np.random.default_rng(1).integers(3, VOCAB, (2, 8))
-    single = np.asarray(from_pretrained(folder)(ids))
+    single = np.asarray(from_pretrained_no_processing(folder)(ids))
     env = cpu_env(8)
     done = subprocess.run([sys.executable, "-c", SHARDED, str(folder), json.dumps(ids.tolist())], env=env,
                           capture_output=True, text=True, timeout=300)

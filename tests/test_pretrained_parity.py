@@ -19,7 +19,7 @@ from hf_models import FAMILIES, VOCAB, checkpoint, torch_or_skip  # noqa: E402
 
 from lenscope.capture import EquinoxBackend  # noqa: E402
 from lenscope.capture.patch import record  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 from lenscope.models.pretrained import generate  # noqa: E402
 
 torch, transformers = torch_or_skip()
@@ -41,7 +41,7 @@ def torch_logits(model, ids, mask=None, hidden=False):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_matches_transformers(family: str) -> None:
     hf, folder = checkpoint(family)
-    model = from_pretrained(folder).model
+    model = from_pretrained_no_processing(folder).model
     n = model.config.n_layers
     padded = np.where(LEFT == 1, IDS, 0)
     ids, mask = np.concatenate([IDS, padded]), np.concatenate([np.ones_like(LEFT), LEFT])
@@ -67,7 +67,7 @@ def test_family_matches_transformers(family: str) -> None:
                              do_sample=False, pad_token_id=0).numpy()
     np.testing.assert_array_equal(np.asarray(generate(model, padded, LEFT, max_new_tokens=20)), greedy)
 
-    low = from_pretrained(folder, dtype=jnp.bfloat16, tokenizer=False)
+    low = from_pretrained_no_processing(folder, dtype=jnp.bfloat16, tokenizer=False)
     assert {x.dtype for x in jax.tree_util.tree_leaves(low.model)} == {jnp.dtype(jnp.bfloat16)}
     low_logits = np.asarray(low(IDS)).astype(np.float32)
     assert float(np.abs(low_logits - logits[:2]).max()) <= 0.05 * float(np.abs(logits).max())

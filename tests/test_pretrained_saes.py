@@ -18,7 +18,7 @@ from hf_models import checkpoint, transformerlens_gpt2  # noqa: E402
 from lenscope.capture.jax_private import compiled_count  # noqa: E402
 from lenscope.dictionaries import Dictionary, Spec, attach, load_saelens, save_saelens  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
-from lenscope.models import from_pretrained  # noqa: E402
+from lenscope.models import from_pretrained_no_processing  # noqa: E402
 
 SKIP = "needs sae-lens: pip install 'torch==2.13.0+cpu' -e '.[parity,peers,saelens]'"
 HOOK = "blocks.0.hook_resid_post"
@@ -37,7 +37,7 @@ def random_sae(spec: Spec, seed: int = 0) -> Dictionary:
 def loaded():
     pytest.importorskip("torch", reason="pip install 'torch==2.13.0+cpu' -e '.[parity]'")
     hf, folder = checkpoint("gpt2")
-    return hf, from_pretrained(folder, tokenizer=False)
+    return hf, from_pretrained_no_processing(folder, tokenizer=False)
 
 
 @pytest.fixture(scope="module")

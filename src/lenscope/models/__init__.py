@@ -32,6 +32,7 @@ __all__ = [
     "convert",
     "equinox",
     "from_pretrained",
+    "from_pretrained_no_processing",
     "nnx",
     "pretrained",
 ]
@@ -41,8 +42,8 @@ _LAZY = ("convert", "equinox", "nnx", "pretrained")
 
 def __getattr__(name: str) -> Any:
     """The NNX, Equinox, conversion and pretrained submodules, and `from_pretrained`, imported on first access."""
-    if name == "from_pretrained":
-        return importlib.import_module(f"{__name__}.pretrained").from_pretrained
+    if name in ("from_pretrained", "from_pretrained_no_processing"):
+        return getattr(importlib.import_module(f"{__name__}.pretrained"), name)
     if name not in _LAZY:
         raise AttributeError(f"module 'lenscope.models' has no attribute {name!r}")
     return importlib.import_module(f"{__name__}.{name}")

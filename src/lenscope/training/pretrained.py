@@ -70,11 +70,11 @@ class PretrainedModel:
             raise ConfigError("model/pretrained is required: a Hugging Face repo id, e.g. "
                               "model/pretrained=openai-community/gpt2 (or ORG/NAME@REVISION), or a local folder")
         # lazy: equinox and the decoder load only for jobs that use a checkpoint
-        from ..models.pretrained import from_pretrained, process
+        from ..models.pretrained import from_pretrained_no_processing, process
         placement = self.placement
         mesh = None if placement.single else placement.mesh
-        loaded = from_pretrained(path, dtype=self.args.dtype, mesh=mesh,
-                                 shardings=None if mesh is None else placement.param_sharding)
+        loaded = from_pretrained_no_processing(path, dtype=self.args.dtype, mesh=mesh,
+                                               shardings=None if mesh is None else placement.param_sharding)
         loaded.model = process(loaded.model, **{name: getattr(self.args, name) for name in PROCESSING})
         return loaded
 

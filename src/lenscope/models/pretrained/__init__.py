@@ -13,12 +13,13 @@ from .generate import generate
 from .layers import Hook, Norm
 from .load import random_decoder
 from .locate import hub_cache, locate
-from .pretrained import Pretrained, from_pretrained
+from .pretrained import Pretrained, from_pretrained, from_pretrained_no_processing
 from .processing import process
 from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
     "FAMILIES", "KV", "MLP", "ActivationCache", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm",
-    "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "generate", "hub_cache",
+    "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "from_pretrained_no_processing",
+    "generate", "hub_cache",
     "load_tokenizer", "locate", "positions_of", "process", "random_decoder",
 ]

@@ -20,6 +20,7 @@ from ...capture.capture import discover
 from ...capture.equinox import EquinoxBackend
 from ...compile_cache import use_user_compile_cache
 from ...errors import UsageError
+from . import text_input
 from .activation_cache import ActivationCache, hook_names, select_hooks
 from .buckets import Padded, pad_batch
 from .cache_stacks import ModelView
@@ -30,14 +31,16 @@ from .generate import generate
 from .hooked import HookedPrograms, hook_spec
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
+from .processing import TRANSFORMERLENS_DEFAULT, applicable, process
+from .text_input import TextInput, full_mask, is_text
 from .tokenizer import Tokenizer, load_tokenizer
 from .weight_surface import WeightSurface
 from .with_saes import run_saes
 
-__all__ = ["Pretrained", "from_pretrained"]
+__all__ = ["Pretrained", "from_pretrained", "from_pretrained_no_processing"]
 
-ReturnType = Literal["logits", "loss", "both"]
-RETURN_TYPES = ("logits", "loss", "both")
+ReturnType = Literal["logits", "loss", "both"] | None
+RETURN_TYPES = ("logits", "loss", "both", None)
 FwdHook = tuple[Any, Callable[..., Any]]  # (hook name, glob, list or predicate; fn(activation, hook))
 
 
@@ -65,40 +68,25 @@ def _with_loss(model: Decoder, tokens: jax.Array, mask: jax.Array,
 _loss_of = jax.jit(_next_token_loss)
 
 
-def _check_return_type(return_type: str) -> None:
+def _check_return_type(return_type: str | None) -> None:
     if return_type not in RETURN_TYPES:
-        raise UsageError(f"return_type={return_type!r}: expected one of {', '.join(RETURN_TYPES)}")
+        raise UsageError(f"return_type={return_type!r}: expected one of logits, loss, both, or None")
 
 
-def _is_text(given: Any) -> bool:
-    """A string or a nonempty list/tuple of strings (anything else is read as token ids)."""
-    return isinstance(given, str) or (isinstance(given, (list, tuple)) and bool(given) and isinstance(given[0], str))
+def _answer(return_type: str | None, logits: Any, loss: Callable[[], Any]) -> Any:
+    """What `return_type` asks of a call: logits, the loss, both, or None (TransformerLens' return types)."""
+    if return_type is None:
+        return None
+    if return_type == "logits":
+        return logits
+    return loss() if return_type == "loss" else (logits, loss())
 
 
-def _array(given: Any) -> Any:
-    """Ids as an array: a JAX array (or tracer) as it is, anything else (lists, NumPy, torch tensors) through NumPy."""
-    if isinstance(given, jax.Array):
-        return given
-    if hasattr(given, "detach") and hasattr(given, "cpu"):  # a torch tensor, read without importing torch
-        given = given.detach().cpu().numpy()
-    return np.asarray(given)
-
-
-def _placed(x: Any, dtype: Any) -> jax.Array:
-    """`x` as a device array of `dtype`: host arrays placed without a compiled program (a new shape compiles none)."""
-    if isinstance(x, jax.Array):
-        return x if x.dtype == dtype else x.astype(dtype)
-    return jax.device_put(np.asarray(x, dtype))
-
-
-def _full(tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
-    """The mask, or every position real when there is none."""
-    return jax.device_put(np.ones(tokens.shape, np.int32)) if mask is None else mask
 HOOKED_KEPT = 8  # the programs of this many recent choices of hooks (and recorded points) are kept
 
 
 @dataclass
-class Pretrained(WeightSurface):
+class Pretrained(TextInput, WeightSurface):
     """A checkpoint loaded into the generic Decoder: `pretrained(tokens, attention_mask=None)` gives logits."""
 
     model: Decoder
@@ -114,22 +102,27 @@ class Pretrained(WeightSurface):
     _active: tuple[FwdHook, ...] = field(default=(), init=False, repr=False, compare=False)
     _with_saes: OrderedDict[Any, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
     buckets: bool = field(default=True, compare=False)  # pad inputs to shape buckets (buckets.py); False: exact
+    default_prepend_bos: bool = True  # text gets a BOS first (TransformerLens' rule per family: text_input.py)
+    processing: dict[str, bool] = field(default_factory=dict, compare=False)  # the weight processing applied
 
-    def __call__(self, tokens: Any, attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
-        """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded);
-        `return_type="loss"` the mean next-token loss over real tokens, `"both"` (logits, loss).
+    def __call__(self, input: Any, attention_mask: Any = None, return_type: ReturnType = "logits",
+                 prepend_bos: bool | None = None) -> Any:
+        """Logits [batch, seq, vocab] of token ids [batch, seq] or of text (a string or a list, right-padded, a BOS
+        first unless `prepend_bos=False`); `return_type="loss"` the mean next-token loss over real tokens, `"both"`
+        (logits, loss), None nothing.
 
         One compiled program per shape bucket and return type; with hooks added (`hooks()`, `add_hook`),
         run_with_hooks'.
         """
         _check_return_type(return_type)
         if self._active:
-            return self.run_with_hooks(tokens, attention_mask=attention_mask, return_type=return_type)
-        padded = self._padded(tokens, attention_mask)
-        if return_type == "logits":
-            return padded.cut(_forward(self.model, padded.tokens, padded.mask))
+            return self.run_with_hooks(input, attention_mask=attention_mask, return_type=return_type,
+                                       prepend_bos=prepend_bos)
+        padded = self._padded(input, attention_mask, prepend_bos)
+        if return_type in ("logits", None):
+            return _answer(return_type, padded.cut(_forward(self.model, padded.tokens, padded.mask)), lambda: None)
         logits, _, loss = _with_loss(self.model, padded.tokens, padded.mask, padded.counted)
-        return loss if return_type == "loss" else (padded.cut(logits), loss)
+        return _answer(return_type, padded.cut(logits), lambda: loss)
 
     def save_pretrained(self, folder: str | os.PathLike) -> Path:
         """This model as a Hugging Face folder `transformers` reads (config.json, model.safetensors, tokenizer)."""
@@ -142,41 +135,49 @@ class Pretrained(WeightSurface):
             self._hooks.extend(hook_names(discover(lambda t: self.model(t), (probe,), backend=EquinoxBackend())))
         return list(self._hooks)
 
-    def run_with_cache(self, input: Any, names_filter: Any = None,
-                       attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
-        """(logits, ActivationCache) of text or ids, as TransformerLens' `run_with_cache`: one compiled program per
-        shape and choice of hooks. `names_filter`: None (every hook but hook_result, hook_attn_in and hook_mlp_in,
-        as TransformerLens), a name or glob, a list of them, or a predicate of the dotted name. The cache gets the
-        weights its analysis utilities read (accumulated_resid, decompose_resid, ...: a ModelView). With hooks
-        added (`hooks()`, `add_hook`), they run in the forward (at the exact shape: hooks see every position) and
-        the cache holds what they returned."""
+    def run_with_cache(self, input: Any, names_filter: Any = None, attention_mask: Any = None,
+                       return_type: ReturnType = "logits", prepend_bos: bool | None = None,
+                       remove_batch_dim: bool = False) -> tuple[Any, ActivationCache]:
+        """(logits, ActivationCache) of text or ids, as TransformerLens' `run_with_cache` (`return_type` as for a
+        call): one compiled program per shape and choice of hooks. `names_filter`: None (every hook but
+        hook_result, hook_attn_in and hook_mlp_in, as TransformerLens), a name or glob, a list of them, or a
+        predicate of the dotted name. The cache gets the weights its analysis utilities read (accumulated_resid,
+        decompose_resid, ...: a ModelView). With hooks added (`hooks()`, `add_hook`), they run in the forward (at
+        the exact shape: hooks see every position) and the cache holds what they returned."""
+        _check_return_type(return_type)
         chosen = tuple(select_hooks(self.hook_names(), names_filter))
         spec = hook_spec(self._active, self.hook_names())
         if spec:
-            tokens, mask = self._ids(input, attention_mask)
+            tokens, mask = self._ids(input, attention_mask, prepend_bos)
             (logits, acts), self.saved = self._hooked.run(spec, self.model, tokens, mask, chosen)
+            counted = full_mask(tokens, mask)
         else:
-            padded = self._padded(input, attention_mask)
+            padded = self._padded(input, attention_mask, prepend_bos)
             (logits, acts), _ = self._hooked.run((), self.model, padded.tokens, padded.mask, chosen)
             logits, acts = padded.cut(logits), padded.cut_recorded(acts)
+            tokens, counted = padded.cut(padded.tokens), padded.cut(padded.counted)
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
-        return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
+        cache = ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
+        out = _answer(return_type, logits, lambda: _loss_of(logits, tokens, counted)[1])
+        return out, cache.remove_batch_dim() if remove_batch_dim else cache
 
     def run_with_hooks(self, input: Any, fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]] = (),
-                       attention_mask: Any = None, return_type: ReturnType = "logits") -> Any:
-        """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` is compiled into
-        the forward, and `fn`'s result replaces the activation (None leaves it), after the hooks already added
-        (`hooks()`, `add_hook`). The programs of the last HOOKED_KEPT choices of hooks are kept: define hook
-        functions once, not a new lambda per call. Hooked calls run at the exact shape (no bucket), since a hook
-        indexes positions (`x[:, -1]`) and must not see padding."""
+                       bwd_hooks: Sequence[Any] = (), reset_hooks_end: bool = True, clear_contexts: bool = False,
+                       attention_mask: Any = None, return_type: ReturnType = "logits",
+                       prepend_bos: bool | None = None) -> Any:
+        """The call with TransformerLens-style hooks: each `(name or filter, fn(activation, hook))` runs in the
+        forward, and `fn`'s result replaces the activation (None leaves it), after the hooks already added
+        (`hooks()`, `add_hook`). What a hook reads is read at call time (docs/pretrained.md: "When a program is
+        reused"); values it `hook.save()`s are in `model.saved` after the call. Hooked calls run at the exact
+        shape (no bucket), since a hook indexes positions (`x[:, -1]`) and must not see padding."""
         _check_return_type(return_type)
-        tokens, mask = self._ids(input, attention_mask)
+        if bwd_hooks:
+            raise UsageError("run_with_hooks(bwd_hooks=...): backward hooks are not run; take gradients at hook "
+                             "points with lenscope.capture.gradients (or jax.grad of a hooked forward)")
+        tokens, mask = self._ids(input, attention_mask, prepend_bos)
         spec = hook_spec((*self._active, *fwd_hooks), self.hook_names())
         logits, self.saved = self._hooked.run(spec, self.model, tokens, mask)
-        if return_type == "logits":
-            return logits
-        loss = _loss_of(logits, tokens, _full(tokens, mask))[1]
-        return loss if return_type == "loss" else (logits, loss)
+        return _answer(return_type, logits, lambda: _loss_of(logits, tokens, full_mask(tokens, mask))[1])
 
     def add_hook(self, name: Any, hook: Callable[..., Any], dir: Literal["fwd"] = "fwd") -> None:
         """Add a forward hook `(name or filter, fn(activation, hook))` to every later call, run_with_cache and
@@ -238,25 +239,26 @@ class Pretrained(WeightSurface):
         to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
         return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
 
-    def loss_per_token(self, tokens: Any, attention_mask: Any = None) -> jax.Array:
+    def loss_per_token(self, tokens: Any, attention_mask: Any = None, prepend_bos: bool | None = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
         if self._active:
-            tokens, mask = self._ids(tokens, attention_mask)
-            return _loss_of(self.run_with_hooks(tokens, attention_mask=mask), tokens, _full(tokens, mask))[0]
-        padded = self._padded(tokens, attention_mask)
+            tokens, mask = self._ids(tokens, attention_mask, prepend_bos)
+            return _loss_of(self.run_with_hooks(tokens, attention_mask=mask), tokens, full_mask(tokens, mask))[0]
+        padded = self._padded(tokens, attention_mask, prepend_bos)
         return padded.cut_loss(_with_loss(self.model, padded.tokens, padded.mask, padded.counted)[1])
 
     def generate(self, input: Any, max_new_tokens: int = 20, *, temperature: float = 0.0, top_k: int | None = None,
-                 top_p: float | None = None, key: jax.Array | None = None, stop_at_eos: bool = True) -> Any:
+                 top_p: float | None = None, key: jax.Array | None = None, stop_at_eos: bool = True,
+                 prepend_bos: bool | None = None) -> Any:
         """Text in, text out (prompt and continuation); ids [batch, seq] in, ids [batch, seq + max_new_tokens] out.
 
         Greedy unless `temperature > 0` (with an explicit `key`); the KV-cache program of `generate.generate`.
         With `stop_at_eos`, what follows a row's first generated EOS is dropped from text and set to the pad id in ids.
         """
         self._no_hooks("generate")
-        text = _is_text(input)
+        text = is_text(input)
         if text:
-            tokens, mask = self._tokenizer("generating from text").to_tokens(input, padding_side="left")
+            tokens, mask = self._tokenizer("generating from text").to_tokens(input, self._bos(prepend_bos), "left")
         else:
             tokens, mask = self._ids(input, None)
             tokens, mask = np.asarray(tokens), np.ones(tokens.shape, np.int32)
@@ -279,57 +281,6 @@ class Pretrained(WeightSurface):
             return out
         strings = self.tokenizer.to_string(out, keep)
         return strings[0] if isinstance(input, str) else strings
-
-    def _padded(self, given: Any, attention_mask: Any) -> Padded:
-        """Ids and mask of text or ids, padded to their shape bucket (with `buckets`), else as given."""
-        tokens, mask = self._ids(given, attention_mask)
-        if not self.buckets:
-            full = _full(tokens, mask)
-            return Padded(tokens, full, full, *tokens.shape)
-        return pad_batch(tokens, mask, cap=self.config.n_positions)
-
-    def _ids(self, given: Any, attention_mask: Any) -> tuple[jax.Array, jax.Array | None]:
-        """Token ids [batch, seq] and mask from ids or text (text through the tokenizer, right-padded)."""
-        if _is_text(given):
-            if attention_mask is not None:
-                raise UsageError("attention_mask is for token ids; text is tokenized with its own mask")
-            given, attention_mask = self._tokenizer("a text input").to_tokens(given)
-        tokens = _array(given)
-        if tokens.dtype.kind not in "iu" or tokens.ndim not in (1, 2):
-            raise UsageError(f"model input: expected a string, a list of strings or integer token ids [batch, seq], "
-                             f"got {tokens.dtype} of shape {tokens.shape}")
-        tokens = _placed(tokens.reshape(1, -1) if tokens.ndim == 1 else tokens, jnp.int32)
-        if attention_mask is None:
-            return tokens, None
-        mask = _array(attention_mask)
-        mask = _placed(mask.reshape(1, -1) if mask.ndim == 1 else mask, jnp.int32)
-        if mask.shape != tokens.shape:
-            raise UsageError(f"attention_mask of shape {mask.shape} for tokens of shape {tokens.shape}; expected "
-                             "the same shape")
-        return tokens, mask
-
-    def _tokenizer(self, why: str) -> Tokenizer:
-        if self.tokenizer is None:
-            raise UsageError(f"{why} needs the checkpoint's tokenizer, and {self.path} has no tokenizer.json (or it "
-                             "was loaded with tokenizer=False); pass token ids instead")
-        return self.tokenizer
-
-    def to_tokens(self, texts: str | list[str], prepend_bos: bool | None = None,
-                  padding_side: Literal["left", "right"] = "right") -> tuple[Any, Any]:
-        """The tokenizer's `to_tokens`: (ids, attention_mask), as TransformerLens' model offers it."""
-        return self._tokenizer("to_tokens").to_tokens(texts, prepend_bos, padding_side)
-
-    def to_string(self, ids: Any, mask: Any = None) -> str | list[str]:
-        """The tokenizer's `to_string`: the text of ids, padding dropped."""
-        return self._tokenizer("to_string").to_string(ids, mask)
-
-    def to_str_tokens(self, text_or_ids: Any, prepend_bos: bool | None = None) -> list[str] | list[list[str]]:
-        """The tokenizer's `to_str_tokens`: each token as its own string."""
-        return self._tokenizer("to_str_tokens").to_str_tokens(text_or_ids, prepend_bos)
-
-    def to_single_token(self, text: str) -> int:
-        """The tokenizer's `to_single_token`: the id of a one-token text."""
-        return self._tokenizer("to_single_token").to_single_token(text)
 
     @property
     def eager_first(self) -> bool:
@@ -359,16 +310,35 @@ class Pretrained(WeightSurface):
 
 
 def from_pretrained(path: str | os.PathLike, dtype: Any = jnp.float32, mesh: Mesh | None = None, *,
-                    shardings: Shardings | None = None, tokenizer: bool = True,
-                    revision: str | None = None) -> Pretrained:
-    """Load a Hugging Face repo id (`org/name`, fetched into the HF cache once) or a local folder into the Decoder.
+                    shardings: Shardings | None = None, tokenizer: bool = True, revision: str | None = None,
+                    fold_ln: bool = True, center_writing_weights: bool = True, center_unembed: bool = True,
+                    fold_value_biases: bool = True, default_prepend_bos: bool | None = None) -> Pretrained:
+    """Load a Hugging Face repo id (`org/name`, fetched into the HF cache once) or a local folder into the Decoder,
+    processed as TransformerLens' `from_pretrained` processes it (fold_ln, center_writing_weights, center_unembed,
+    fold_value_biases, each where it keeps the logits; `from_pretrained_no_processing`: the raw weights).
 
     `revision` is the repo's branch, tag or commit (default main). `dtype` is the floating-point type of every
     weight (float32, bfloat16); with `mesh`, each matrix is split over the mesh's devices as it is read (or as
-    `shardings(path, shape)` says).
+    `shardings(path, shape)` says). `default_prepend_bos`: whether text gets a BOS (default: the family's rule).
     """
     use_user_compile_cache()  # a second process (a notebook restarted) loads its programs instead of compiling
     folder = locate(path, revision)
     model, cfg, raw, size = load_decoder(folder, dtype, mesh, shardings)
+    steps = applicable(cfg, {"fold_ln": fold_ln, "center_writing_weights": center_writing_weights,
+                             "center_unembed": center_unembed, "fold_value_biases": fold_value_biases})
+    if any(steps.values()):
+        model = process(model, **steps) if mesh is not None else _processed(model, tuple(sorted(steps.items())))
     tok = load_tokenizer(folder, raw) if tokenizer else None
-    return Pretrained(model, cfg, tok, folder, raw, size)
+    bos = text_input.default_prepend_bos(cfg) if default_prepend_bos is None else default_prepend_bos
+    return Pretrained(model, cfg, tok, folder, raw, size, default_prepend_bos=bos, processing=steps)
+
+
+def from_pretrained_no_processing(path: str | os.PathLike, **kwargs: Any) -> Pretrained:
+    """The checkpoint's own weights, unprocessed (TransformerLens' `from_pretrained_no_processing`)."""
+    off = {name: False for name in TRANSFORMERLENS_DEFAULT}
+    return from_pretrained(path, **{**kwargs, **off})
+
+
+def _processed(model: Decoder, steps: tuple[tuple[str, bool], ...]) -> Decoder:
+    """The processing as one compiled program (op by op it would compile each operation on its own)."""
+    return eqx.filter_jit(lambda m: process(m, **dict(steps)))(model)

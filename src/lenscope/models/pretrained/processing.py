@@ -20,7 +20,11 @@ from ..equinox.layers import Dense
 from .decoder import Decoder
 from .layers import Norm
 
-__all__ = ["process"]
+__all__ = ["TRANSFORMERLENS_DEFAULT", "applicable", "process"]
+
+# TransformerLens' from_pretrained processing (from_pretrained_no_processing: none of it)
+TRANSFORMERLENS_DEFAULT = {"fold_ln": True, "center_writing_weights": True, "center_unembed": True,
+                           "fold_value_biases": True}
 
 
 def _set(tree: Any, where: Callable[[Any], Any], value: Any) -> Any:
@@ -124,6 +128,17 @@ def fold_value_biases(model: Decoder) -> Decoder:
 
 STEPS = (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights),
          ("center_unembed", center_unembed), ("fold_value_biases", fold_value_biases))
+
+
+def applicable(config: Any, requested: dict[str, bool]) -> dict[str, bool]:
+    """The steps of `requested` that keep this model's logits, as TransformerLens decides: centring writes only
+    where a LayerNorm reads every one (not RMSNorm); folding norms only where the model has them."""
+    steps = dict(requested)
+    if config.norm != "layernorm":
+        steps["center_writing_weights"] = False
+    if config.norm is None:
+        steps["fold_ln"] = False
+    return steps
 
 
 def process(model: Decoder, *, fold_ln: bool = False, center_writing_weights: bool = False,
