@@ -26,14 +26,15 @@ import optax
 from ..config import field, to_dict
 from ..errors import ConfigError
 from ..job_registry import job
+from ..models.hub import is_hub_address
 from ..training import BaseTrainer, TrainerConfig
 from ..training.data import ArrayData
 from ..training.lineage import Lineage, Mode, open_lineage
 from ..training.phase import Phase, session
 from ..training.pretrained import PretrainedConfig, PretrainedModel
-from .lm_corpus import Corpus, Tokenized, read_corpus, tokenize
+from .lm_corpus import STDLIB, Corpus, Tokenized, read_corpus, tokenize
 from .lm_scratch import ScratchConfig, scratch_model, scratch_optimizer, scratch_rows, scratch_schedule
-from .lm_text import token_rows
+from .lm_text import MAX_TOKENS, encode_stream, pieces, stream_rows, token_rows
 
 __all__ = ["LmConfig", "LmEval", "LmTrainer", "token_loss"]
 
@@ -57,6 +58,9 @@ class LmConfig(TrainerConfig, PretrainedConfig, ScratchConfig):
                                        help="held out for validation: the last fraction of rows (model/pretrained), "
                                             "or of the documents by a hash of their names (model/family)")
     max_documents: int = field("data/max_documents", default=0, ge=0, help="read at most this many documents; 0: all")
+    max_tokens: int = field("data/max_tokens", default=0, ge=0,
+                            help="model/pretrained: train on the first N tokens of local data/text; 0: all of it, "
+                                 "refused past 2^25 tokens (the token arrays are held in memory)")
     steps: int = field("training/steps", default=100)
     batch_size: int = field("training/batch_size", default=8)
     lr: float = field("optimization/lr", default=1e-5)
@@ -81,6 +85,11 @@ def token_loss(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> tuple[
     weight = mask.astype(jnp.float32)
     total = jnp.maximum(weight.sum(), 1.0)
     return (ce * weight).sum() / total, ((jnp.argmax(logits, -1) == targets) * weight).sum() / total
+
+
+def _local(text: str) -> bool:
+    """Whether data/text names local files (not `stdlib`, not a corpus on the hub)."""
+    return text != STDLIB and not is_hub_address(text)
 
 
 @job("lm/train")
@@ -140,10 +149,10 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         tokenizer = self.pretrained.tokenizer
         if tokenizer is None:
             raise ConfigError(f"{self.pretrained.path} has no tokenizer.json, which LM jobs read text with")
-        texts = self.corpus.texts  # data/text's documents (or the standard library's files), max_documents applied
-        documents = [tokenizer.encode(t) for t in texts]
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
-        rows = token_rows(documents, a.seq_len, a.packing, eos=eos, pad=tokenizer.pad_token_id)
+        rows = self._local_rows(tokenizer, eos) if _local(a.text) else token_rows(
+            [tokenizer.encode(t) for t in self.corpus.texts], a.seq_len, a.packing, eos=eos,
+            pad=tokenizer.pad_token_id)  # a hub corpus (data/max_documents of it) or the standard library
         count = len(rows["inputs"])
         held = max(1, int(round(count * a.validation_fraction))) if a.validation_fraction > 0 else 0
         if held >= count:
@@ -152,6 +161,23 @@ class LmTrainer(PretrainedModel, BaseTrainer[LmConfig, Any]):
         train = {k: v[: count - held] for k, v in rows.items()}
         validation = {k: v[count - held:] for k, v in rows.items()} if held else train
         return ArrayData({"train": train, "validation": validation, "test": validation}, a.batch_size, a.seed)
+
+    def _local_rows(self, tokenizer: Any, eos: int) -> dict[str, np.ndarray]:
+        """Rows of local data/text, read and tokenized a piece at a time into one token stream (lm_text): memory
+        is bounded by a piece and data/max_tokens (or MAX_TOKENS), whatever the file."""
+        a = self.args
+
+        def encode(text: str, first: bool) -> list[int]:
+            return tokenizer.encode(text) if first else tokenizer.encode(text, prepend_bos=False)
+
+        budget = a.max_tokens or MAX_TOKENS
+        stream, starts = encode_stream(encode, pieces(a.text, a.text_key), eos, max_documents=a.max_documents,
+                                       max_tokens=budget, what=f"data/text={a.text}", refuse=not a.max_tokens)
+        if a.packing == "padded" and (len(starts) - 1) * (a.seq_len + 1) > max(budget, MAX_TOKENS):
+            raise ConfigError(f"data/text={a.text} holds {len(starts) - 1} documents: padded to data/seq_len + 1 = "
+                              f"{a.seq_len + 1} tokens each, more than {max(budget, MAX_TOKENS)} tokens in memory; "
+                              "set data/max_documents, or data/packing=packed")
+        return stream_rows(stream, starts, a.seq_len, a.packing, pad=tokenizer.pad_token_id)
 
     def _scratch_data(self) -> ArrayData:
         """Packed rows of each split's stream (training rows repeating spans when data/repeat_fraction is set)."""

@@ -1,0 +1,77 @@
+"""lm/train on a 1 GiB corpus of one line, built on the fly, in bounded memory (measured: the process's peak RSS
+under 1 GiB): the text is read and tokenized a piece at a time (lm_text), refused by name past the token budget,
+and `data/max_tokens=N` trains on its first N tokens without reading the rest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hf_models import checkpoint, save_tokenizer, torch_or_skip
+from multiproc import cpu_env
+
+from lenscope.examples.lm_text import CHUNK_CHARS, encode_stream, pieces, read_texts
+
+GiB = 1 << 30
+_DRIVER = r'''
+import json, resource, sys
+from lenscope.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+'''
+
+
+@pytest.fixture(scope="module")
+def one_line(tmp_path_factory) -> Path:
+    """1 GiB of words, one line, no newline at all."""
+    path = tmp_path_factory.mktemp("corpus") / "one-line.txt"
+    block = (" ".join(f"w{i % 40}" for i in range(300_000)) + " ").encode()[:1 << 20]
+    with open(path, "wb") as handle:
+        for _ in range(GiB // len(block)):
+            handle.write(block)
+    return path
+
+
+def _train(tmp_path: Path, text: Path, *extra: str) -> tuple[dict, str]:
+    torch_or_skip()
+    _, folder = checkpoint("llama")
+    save_tokenizer(folder)
+    argv = ["run", "lm/train", f"model/pretrained={folder}", f"data/text={text}", "training/steps=1",
+            "training/batch_size=2", "data/seq_len=16", "logging/validation_interval=0",
+            "logging/checkpoint_interval=0", "training/analyze=false", *extra, "--store", str(tmp_path / "runs")]
+    done = subprocess.run([sys.executable, "-c", _DRIVER, *argv], env=cpu_env(), capture_output=True, text=True,
+                          timeout=600, check=False)
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.mark.slow
+def test_a_one_line_gibibyte_is_refused_past_the_token_budget_in_bounded_memory(tmp_path, one_line) -> None:
+    result, err = _train(tmp_path, one_line)
+    print(f"peak RSS {result['peak'] / (1 << 20):.0f} MiB")
+    assert result["rc"] == 2 and "holds more than 33554432 tokens" in err and "data/max_tokens" in err, err[-2000:]
+    assert result["peak"] < GiB
+
+
+@pytest.mark.slow
+def test_its_first_tokens_train_without_reading_the_rest(tmp_path, one_line) -> None:
+    result, err = _train(tmp_path, one_line, "data/max_tokens=100000")
+    print(f"peak RSS {result['peak'] / (1 << 20):.0f} MiB")
+    assert result["rc"] == 0, err[-2000:]
+    assert result["peak"] < GiB
+
+
+def test_a_long_line_is_cut_before_a_space_and_tokenizes_as_the_whole(tmp_path) -> None:
+    words = [f"w{i % 40}" for i in range(CHUNK_CHARS)]  # a line of about 3.7 million characters
+    path = tmp_path / "long.txt"
+    path.write_text("w1\n\n" + " ".join(words) + "\nw2\n")
+    got = list(pieces(path))
+    assert got[0] == ("w1", True) and got[-1] == ("w2", True) and len(got) >= 5
+    assert [last for _, last in got[1:-1]] == [False] * (len(got) - 3) + [True]  # one document in pieces
+    assert all(len(text) <= CHUNK_CHARS for text, _ in got)
+    assert all(text.startswith(" ") for text, _ in got[2:-1])  # each continuation cut before a space
+    assert read_texts(path) == ["w1", " ".join(words), "w2"]  # the documents as one reads them whole
+    stream, starts = encode_stream(lambda text, first: [int(w[1:]) for w in text.split()], iter(got), -1)
+    assert len(starts) == 4 and list(stream[starts[1]:starts[2] - 1]) == [int(w[1:]) for w in words]
