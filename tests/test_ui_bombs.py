@@ -17,8 +17,8 @@ import pytest
 from test_ui_hostile import MiB, _serve, get, peak_rss_since_reset, reset_peak, resident
 from test_ui_hostile_graphs import GOOD, _node
 
-from lenscope.parquet_reader import TableTooLarge, read_table
 from lenscope.store import Store
+from lenscope.store.parquet_reader import TableTooLarge, read_table
 
 ROWS = 24 << 20
 BOUND = 256 * MiB  # the bound is 1 GiB; the table decodes to 576 MiB (and Python lists of it to many GiB)

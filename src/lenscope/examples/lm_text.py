@@ -2,8 +2,8 @@
 
 Files are read in bounded pieces, whatever their size: a .txt file a block at a time and a line longer than
 CHUNK_CHARS in pieces cut before a space, a .jsonl file a line at a time (at most MAX_RECORD_CHARS a line), a
-.parquet column a batch at a time (lenscope.parquet_reader). `encode_stream` tokenizes piece by piece into one int32
-array and refuses a text past its token budget before holding more, so memory is bounded by a piece and the budget.
+.parquet column a batch at a time (lenscope.store.parquet_reader). `encode_stream` tokenizes piece by piece into one
+int32 array and refuses a text past its token budget before holding more: memory is bounded by a piece and the budget.
 
 Packed: documents joined with an end-of-text token and cut into rows of seq_len + 1 tokens (no padding).
 Padded: one document per row, truncated to seq_len + 1 tokens and right-padded (attention_mask 0).
@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError
-from ..parquet_reader import ParquetError, batches, open_parquet
+from ..store.parquet_reader import ParquetError, batches, open_parquet
 
 __all__ = ["CHUNK_CHARS", "MAX_TOKENS", "SUFFIXES", "encode_stream", "pieces", "read_file", "read_texts",
            "stream_rows", "text_files", "token_rows"]

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from lenscope.parquet_reader import batches, check_rows, open_parquet
 from lenscope.store import StoreReader
+from lenscope.store.parquet_reader import batches, check_rows, open_parquet
 from lenscope.ui.nodes import Missing, artifact_file, artifact_info, parse_node
 
 MAX_TABLE_BYTES = 64 << 20  # a dashboard table the graph page reads for its feature cards

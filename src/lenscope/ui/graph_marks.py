@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from lenscope.parquet_reader import ParquetError, read_table
 from lenscope.store import StoreReader
+from lenscope.store.parquet_reader import ParquetError, read_table
 from lenscope.ui.graph_page import GraphView
 from lenscope.ui.nodes import Missing, artifact_content, artifact_file, artifact_info, parse_node
 

@@ -1,6 +1,6 @@
 """Parquet previews: column names and types, the row count, and one page of rows as short display strings; a
 large or cached table's outline (its footer alone), which the node page shows folded. Every read goes through
-lenscope.parquet_reader: checked against the footer before decoding, a page reading only its rows."""
+lenscope.store.parquet_reader: checked against the footer before decoding, a page reading only its rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lenscope.parquet_reader import ParquetError, open_parquet, read_rows, read_table
+from lenscope.store.parquet_reader import ParquetError, open_parquet, read_rows, read_table
 
 PAGE_ROWS = 50
 MAX_CELL = 120  # characters of one cell shown; the download has the rest
