@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
@@ -28,9 +29,7 @@ def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
         raise Missing(f"{name} on {node.address} is too large to show here ({info.size} bytes; at most "
                       f"{MAX_TABLE_BYTES}): download it")
     try:
-        table = columns(artifact_file(ui.store, info), name)
-        names = list(table)
-        rows = [_clean(dict(zip(names, values))) for values in zip(*table.values())]
+        rows = table_rows(artifact_file(ui.store, info), name)
     except Missing:
         raise
     except TableError as error:
@@ -38,6 +37,13 @@ def _rows(request: Request) -> tuple[Any, Any, str, list[dict[str, Any]]]:
     except Exception as error:  # _clean: a TypeError or KeyError
         raise Missing(f"{name} on {node.address} is not a readable dashboard table: {error}") from None
     return ui, node, name, rows
+
+
+def table_rows(content: bytes | Path, what: str) -> list[dict[str, Any]]:
+    """The rows of a dashboard table (features.parquet: bytes or a path), cleaned for the feature page."""
+    table = columns(content, what)
+    names = list(table)
+    return [_clean(dict(zip(names, values))) for values in zip(*table.values())]
 
 
 def _finite(value: Any) -> float | None:
@@ -136,11 +142,16 @@ def feature(request: Request) -> Response:
     row = next((r for r in rows if str(r["latent"]) == latent), None)
     if row is None:
         raise Missing(f"latent {latent} has no dashboard in {name} on {node.address}")
-    chosen = _chosen(row["checkpoints"], request.query_params.get("step"))
+    return ui.page("feature.html", title=f"feature {latent} of {node.address}", node=node, name=name,
+                   **feature_context(row, request.query_params.get("step")))
+
+
+def feature_context(row: dict[str, Any], step: str | None = None) -> dict[str, Any]:
+    """What feature.html draws of one cleaned dashboard row (`step`: a crosscoder's checkpoint shown in full)."""
+    chosen = _chosen(row["checkpoints"], step)
     edges = row.get("hist_edges") or [0.0, 0.0]
-    return ui.page("feature.html", title=f"feature {latent} of {node.address}", node=node, name=name, row=row,
-                   top=_samples(row, "top"), quantile=_samples(row, "quantile"), bars=_histogram(row),
-                   width=HIST_W, height=HIST_H, low=edges[0], high=edges[-1],
-                   logits=_logits(chosen if chosen is not None else row), chosen=chosen,
-                   checkpoints=[{**c, "raises": c["top_logit_tokens"][:3], "lowers": c["bottom_logit_tokens"][:3]}
-                                for c in row["checkpoints"]])
+    return dict(row=row, top=_samples(row, "top"), quantile=_samples(row, "quantile"), bars=_histogram(row),
+                width=HIST_W, height=HIST_H, low=edges[0], high=edges[-1],
+                logits=_logits(chosen if chosen is not None else row), chosen=chosen,
+                checkpoints=[{**c, "raises": c["top_logit_tokens"][:3], "lowers": c["bottom_logit_tokens"][:3]}
+                             for c in row["checkpoints"]])
