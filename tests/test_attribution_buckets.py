@@ -17,14 +17,14 @@ from test_attribution_pretrained import FAMILIES  # noqa: E402
 
 from lenscope.attribution import Attributor, ReferenceTransformer, edge_errors, prune  # noqa: E402
 from lenscope.attribution.decoder import DecoderReplacement  # noqa: E402
-from lenscope.attribution.padding import Capacities, padded_length, quarter_octave  # noqa: E402
+from lenscope.attribution.padding import padded_length  # noqa: E402
 from lenscope.attribution.programs import BORROW_LIMIT, Programs  # noqa: E402
 from lenscope.attribution.schema import graph_json  # noqa: E402
 from lenscope.attribution.shape_record import SHAPES_FILE, ShapeRecord  # noqa: E402
 from lenscope.models import Transformer  # noqa: E402
 from lenscope.models.pretrained import random_decoder  # noqa: E402
 
-FEATURES = 56  # transcoder width: a shape of its own, so no other test's capacities (padding.py) are picked up
+FEATURES = 56  # transcoder width: a shape of its own, so no other test's programs (programs.py) are picked up
 LENGTHS = (9, 5, 13)  # one bucket (16 positions: GPT-2's n_positions here); not in increasing order
 RELATIVE = 1e-6
 
@@ -128,17 +128,3 @@ def test_a_later_graph_borrows_a_compiled_program_of_a_higher_group(tmp_path):
     assert programs.plan("b", [1]) == [2]  # other shapes: nothing compiled to borrow
     again = Programs([1, 2, 3], 4, ShapeRecord(tmp_path / SHAPES_FILE), "model")  # the next process
     assert again.plan("b", [0]) == [2] and again.plan("a", [2]) == [None]  # what the first process compiled
-
-
-def test_capacities_are_kept_beside_the_compile_cache(tmp_path):
-    assert [quarter_octave(n) for n in (0, 1, 7, 9, 469, 1025, 5007)] == [0, 1, 7, 10, 512, 1280, 5120]
-    path = tmp_path / SHAPES_FILE
-    first = Capacities(ShapeRecord(path), "model")
-    assert first.choose(16, n_pos=5, skip=1, features=100, slots=10) == (512, 20)  # 100 * 15/4 * 1.25 -> 512
-    second = Capacities(ShapeRecord(path), "model")  # the next process
-    assert second.choose(16, n_pos=11, skip=1, features=300, slots=12) == (512, 20)
-    assert second.choose(16, n_pos=11, skip=1, features=600, slots=12) == (1280, 24)
-    assert second.choose(16, n_pos=11, skip=1, features=300, slots=12) == (512, 20)  # the smallest that fits
-    assert Capacities(ShapeRecord(path), "other").choose(16, 11, 1, 300, 40) == (640, 80)
-    path.write_text("{not json")
-    assert Capacities(ShapeRecord(path), "model").choose(16, 5, 1, 100, 10) == (512, 20)

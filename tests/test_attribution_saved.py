@@ -34,8 +34,8 @@ TOKENS = np.array([0, 5, 9, 3, 7, 2, 11, 4, 6])
 ROPE = inverse_frequencies({"rope_theta": 1e4}, 8)
 
 
-def _model() -> tuple[Transformer, dict]:
-    model = Transformer(vocab_size=16, seq_len=16, d_model=16, n_heads=2, d_head=8, d_mlp=32, n_layers=2,
+def _model(heads: int = 2) -> tuple[Transformer, dict]:
+    model = Transformer(vocab_size=16, seq_len=16, d_model=16, n_heads=heads, d_head=16 // heads, d_mlp=32, n_layers=2,
                         use_ln=True)
     return model, model.init(jax.random.key(0), np.zeros((1, 16), np.int32))["params"]
 
@@ -88,8 +88,10 @@ def test_a_later_attributor_loads_the_programs_without_tracing_and_draws_the_sam
 
 def test_a_damaged_file_is_removed_and_the_program_compiled_again() -> None:
     cache = use_user_compile_cache()
-    model, params = _model()
-    tcs = transcoders(2, 16, FEATURES + 4, seed=5)  # shapes of its own: every program compiled here first
+    # shapes of its own: every program compiled here first (the edge programs' shapes are the attention's and the
+    # positions', whatever the transcoders' width)
+    model, params = _model(heads=4)
+    tcs = transcoders(2, 16, FEATURES + 4, seed=5)
     before = set((cache / FOLDER).glob("*.xla")) if (cache / FOLDER).exists() else set()
     first = Attributor(ReferenceTransformer.of(model), tcs)
     graph, _ = _graph(first, params)

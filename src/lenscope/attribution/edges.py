@@ -2,7 +2,10 @@
 
 A row is one target node (a feature's encoder direction at its MLP input, or a logit's demeaned unembedding
 direction at the final residual); its entries are the direct linear effects of every source node (active
-features, error nodes, token embeddings). One compiled program per batch shape and layer group.
+features, error nodes, token embeddings). The program returns the error and token entries and, for the features,
+each row's gradient at every MLP-output site: the active features' products with it are taken on the host
+(feature_columns.py), so no shape of the program depends on how many features a prompt has. One compiled program per
+batch shape, padded length and layer group.
 """
 
 from __future__ import annotations
@@ -18,15 +21,9 @@ Array = jax.Array
 
 
 class Sources(NamedTuple):
-    """The source nodes' vectors at their write sites: features (scaled decoder rows), errors, token embeddings.
+    """The vectors of the source nodes whose number is fixed by the positions: errors and token embeddings (the
+    features' scaled decoder rows stay on the host, feature_columns.py)."""
 
-    The features' rows are grouped by site (layer * n_pos + position), padded to the fullest site, so a batch of
-    rows is one batched matmul per site rather than a gather of [B, F, d_model].
-    """
-
-    site: Array  # [F] int32, each feature's site
-    slot: Array  # [F] int32, its place among its site's features
-    by_site: Array  # [n_layers * n_pos, slots, d_model], activation * W_dec rows (zero padded)
     errors: Array  # [n_layers, n_pos, d_model]
     tokens: Array  # [n_pos, d_model]
 
@@ -50,11 +47,13 @@ def cotangents(targets: Targets, n_layers: int, n_pos: int, top: int | None) -> 
 
 
 def attribution_rows(model: ReplacementModel, params: Any, tokens: Array, frozen: Any, mlp_out: Array,
-                     sources: Sources, targets: Targets, top: int | None = None) -> Array:
-    """Rows [B, F + n_layers * n_pos + n_pos]: each target's direct effect from each source node.
+                     sources: Sources, targets: Targets, top: int | None = None) -> tuple[Array, Array]:
+    """(site gradients [B, used, d_model], rows [B, n_layers * n_pos + n_pos]): each target's gradient at every
+    MLP-output site (layer * n_pos + position) that can reach it, and its direct effect from each error and token
+    node. A feature's entry is its site's gradient dotted with its scaled decoder row (feature_columns.py).
 
     With `top` (static), every target is a feature below layer `top` and the program reads only the first `top`
-    layers' MLP inputs: the backward pass starts at layer `top - 1`, and only sources below it are multiplied.
+    layers' MLP inputs: the backward pass starts at layer `top - 1`, and only sites below it are returned (`used`).
     """
     n_layers, n_pos, d = mlp_out.shape
 
@@ -66,11 +65,8 @@ def attribution_rows(model: ReplacementModel, params: Any, tokens: Array, frozen
     grad_embed, grad_mlp = jax.vmap(pullback)(cotangents(targets, n_layers, n_pos, top))
     batch, n_sites = grad_mlp.shape[0], n_layers * n_pos
     used = n_sites if top is None else (top - 1) * n_pos  # a source at layer top - 1 or above reaches no target
-    per_site = jnp.einsum("bsd,sfd->bsf", grad_mlp.reshape(batch, n_sites, d)[:, :used], sources.by_site[:used])
-    per_site = jnp.pad(per_site, ((0, 0), (0, n_sites - used), (0, 0)))
-    features = per_site[:, sources.site, sources.slot]
     # products and sums, not einsums: XLA's CPU backend lowers these as one small dot per (layer, position),
     # which took longer than the whole backward pass
     errors = (grad_mlp * sources.errors).sum(-1).reshape(batch, -1)
     tokens_ = (grad_embed * sources.tokens).sum(-1)
-    return jnp.concatenate([features, errors, tokens_], axis=1)
+    return grad_mlp.reshape(batch, n_sites, d)[:, :used], jnp.concatenate([errors, tokens_], axis=1)

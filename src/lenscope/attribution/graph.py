@@ -19,8 +19,9 @@ from ..compile_options import QUICK
 from ..errors import UsageError
 from ..training.progress import Progress
 from .edges import Sources, Targets, attribution_rows
+from .feature_columns import FeatureColumns
 from .influence import partial_influence
-from .padding import Capacities, Cut, pad_sources, padded_length
+from .padding import Cut, padded_length
 from .programs import Programs
 from .protocols import ReplacementModel, Transcoder
 from .saved import SavedPrograms, program_key
@@ -73,7 +74,8 @@ class Prepared:
     unembedding: Array  # [d_model, n_out]
     decoder: np.ndarray  # [F, d_model], each active feature's activation * decoder row
     n_pos: int  # the prompt's real length
-    cut: Cut  # which columns of an edge program's row are real sources
+    cut: Cut  # which error and token columns of an edge program's row are real sources
+    columns: FeatureColumns  # the features' columns of a batch of rows, from its site gradients
 
 
 def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int,
@@ -88,18 +90,6 @@ def select_logits(logits: np.ndarray, unembedding: np.ndarray, max_n_logits: int
     chosen = top[:cutoff]
     vectors = (unembedding[:, chosen] - unembedding.mean(axis=1, keepdims=True)).T
     return chosen, probs[chosen], vectors
-
-
-def by_site(features: np.ndarray, decoder: np.ndarray, n_layers: int,
-            n_pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(site, slot, rows by site [n_layers * n_pos, slots, d]) of features sorted by (layer, position, feature)."""
-    site = features[:, 0] * n_pos + features[:, 1]
-    starts = np.searchsorted(site, np.arange(n_layers * n_pos))
-    slot = np.arange(len(site)) - starts[site]
-    grid = np.zeros((n_layers * n_pos, max(int(slot.max()) + 1 if len(slot) else 1, 1), decoder.shape[1]),
-                    np.float32)
-    grid[site, slot] = decoder
-    return site.astype(np.int32), slot.astype(np.int32), grid
 
 
 class Attributor:
@@ -130,10 +120,9 @@ class Attributor:
                                  "(transcoder.fold_decoder_norms()) so its encoder rows are the feature directions")
         cache = use_user_compile_cache()  # a job's store chose its cache already; a notebook's Attributor the user's
         self.model, self.transcoders, self.buckets = model, tuple(transcoders), bool(buckets)
-        # the shapes chosen and programs compiled, kept beside the compile cache for the next process
+        # the programs compiled, kept beside the compile cache for the next process
         record = ShapeRecord(None if cache is None else cache / SHAPES_FILE)
         described = f"{type(model).__name__}:{[tuple(np.shape(t.W_enc)) for t in transcoders]}"
-        self._capacities = Capacities(record, described)
         n_layers = model.n_layers  # the layer counts the edge programs read up to; None: the whole readout
         tops = sorted({-(-k * n_layers // int(layer_groups)) for k in range(1, int(layer_groups))})
         self._programs = Programs(tops, n_layers, record, described)
@@ -177,7 +166,7 @@ class Attributor:
                 self.model.unembedding(params))
 
     def _rows_fn(self, params: Any, tokens: Array, frozen: Any, mlp_out: Array, sources: Sources,
-                 targets: Targets, top: int | None) -> Array:
+                 targets: Targets, top: int | None) -> tuple[Array, Array]:
         return attribution_rows(self.model, params, tokens, frozen, mlp_out, sources, targets, top)
 
     def top(self, highest: int) -> int | None:
@@ -191,7 +180,7 @@ class Attributor:
     def prepare(self, params: Any, tokens: Any, skip_positions: int = 1) -> Prepared:
         """The clean forward on tokens [n_pos]: frozen values, active features (none in the first `skip_positions`
         positions, as circuit-tracer ignores its BOS position), error and token vectors; the tokens padded on the
-        right to their shape bucket, the active features to a capacity (padding.py)."""
+        right to their shape bucket (padding.py), the active features kept on the host (feature_columns.py)."""
         tokens = np.asarray(tokens, np.int32)
         if tokens.ndim != 1 or tokens.shape[0] < 1:
             raise UsageError(f"attribution needs one prompt of token ids [n_pos], got shape {tuple(tokens.shape)}")
@@ -213,15 +202,10 @@ class Attributor:
         features = np.concatenate(found).astype(np.int32)
         activations = np.concatenate(values)
         decoder = np.concatenate(decoders)
-        site, slot, grid = by_site(features, decoder, self.model.n_layers, width)
-        capacity = (len(site), grid.shape[1])
-        if self.buckets:
-            capacity = self._capacities.choose(width, n_pos, int(skip_positions), *capacity)
-        sources = jax.device_put(Sources(*pad_sources(site, slot, grid, capacity), errors,
-                                         token_vecs))  # once: every batch of rows reads them
+        sources = Sources(errors, token_vecs)  # on the device already: every batch of rows reads them
         return Prepared(tokens, clean.frozen, clean.mlp_out, sources, np.concatenate(encoders), features,
                         activations, np.asarray(clean.logits)[:n_pos], unembedding, decoder, n_pos,
-                        Cut(len(site), capacity[0], self.model.n_layers, n_pos, width))
+                        Cut(self.model.n_layers, n_pos, width), FeatureColumns(features, decoder, width))
 
     def rows(self, params: Any, prepared: Prepared, layer: np.ndarray, pos: np.ndarray, vectors: Any,
              batch_size: int, out: np.ndarray, dest: np.ndarray) -> None:
@@ -229,7 +213,7 @@ class Attributor:
         `out[dest]`, `batch_size` at a time (the last batch padded: one shape per layer group; programs.py chooses
         each batch's program)."""
         starts = range(0, len(layer), batch_size)
-        shapes = f"{prepared.sources.site.shape}{prepared.sources.by_site.shape}:{batch_size}"
+        shapes = f"{prepared.tokens.shape}:{batch_size}"
         plan = self._programs.plan(shapes, [int(layer[start: start + batch_size].max()) for start in starts])
         for start, top in zip(starts, plan):
             stop = min(start + batch_size, len(layer))
@@ -238,10 +222,12 @@ class Attributor:
                               np.zeros((batch_size, np.shape(vectors)[1]), np.float32))
             targets.layer[: stop - start], targets.pos[: stop - start] = layer[start:stop], pos[start:stop]
             targets.vector[: stop - start] = vectors[start:stop]
-            block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources, targets,
-                               top)
-            block = prepared.cut(np.asarray(block)[: stop - start])  # padded sources' columns cut
-            out[dest[start:stop], : block.shape[1]] = block
+            grads, block = self._rows(params, prepared.tokens, prepared.frozen, prepared.mlp_out, prepared.sources,
+                                      targets, top)
+            n_features = len(prepared.columns)
+            out[dest[start:stop], :n_features] = prepared.columns(np.asarray(grads)[: stop - start])
+            block = prepared.cut(np.asarray(block)[: stop - start])  # padded positions' columns cut
+            out[dest[start:stop], n_features: n_features + block.shape[1]] = block
 
     def graph(self, params: Any, tokens: Any, *, max_n_logits: int = 10, desired_logit_prob: float = 0.95,
               batch_size: int = 256, max_feature_nodes: int | None = None, skip_positions: int = 1,
