@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # lenscope.analysis is the seed-002 import path of the runner API.
 PUBLIC_MODULES = re.compile(r"lenscope(\.(capture|config|store|models|ops|plots|dictionaries|attribution|"
                             r"analysis"
-                            r"|examples(\.\w+)?))?\Z")
+                            r"|examples(\.\w+)?"
+                            r"|ui\.notebook))?\Z")  # the UI's pages in a notebook (docs/pretrained.md)
 
 
 def _stub_imports() -> dict[str, str]:

@@ -2,7 +2,7 @@
 from the same templates and scripts as `lenscope ui`, their static CSS and JavaScript inlined, shown in an iframe's
 `srcdoc` (`_repr_html_`). Nothing is fetched: the page holds its data, styles and scripts.
 
-    from lenscope.ui import notebook
+    import lenscope.ui.notebook as notebook
     notebook.graph("graph.json")                       # a circuit-tracer graph file (path, JSON text or dict)
     notebook.stored_graph(store, node, "compute_attribution_graph")
     notebook.feature(store.artifact(node, "features.parquet").content, latent=3)
