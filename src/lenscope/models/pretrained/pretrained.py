@@ -279,6 +279,10 @@ class Pretrained(TextInput, WeightSurface):
                 out[:, prompt:][after] = self.tokenizer.pad_token_id if self.tokenizer is not None else eos
         if not text:
             return out
+        if self._bos(prepend_bos) and self.tokenizer.bos_token_id is not None:  # the BOS it prepended is not text
+            first = np.argmax(mask, axis=1)
+            rows = np.arange(out.shape[0])
+            keep[rows, first] &= out[rows, first] != self.tokenizer.bos_token_id
         strings = self.tokenizer.to_string(out, keep)
         return strings[0] if isinstance(input, str) else strings
 
