@@ -136,7 +136,7 @@ def test_the_fine_tuning_commands_of_docs_pretrained_run(lm: dict, capsys: pytes
     text_file(corpus, documents=24)
     folder = next(c for c in lm["config"] if c.startswith("model/pretrained=")).split("=", 1)[1]
     small = ["data/seq_len=2", "training/batch_size=4", f"logging/results={tmp_path / 'results'}"]
-    swap = {"model/pretrained=~/models/pythia-160m": f"model/pretrained={folder}",
+    swap = {"model/pretrained=EleutherAI/pythia-160m@step143000": f"model/pretrained={folder}",
             "data/text=~/corpus/": f"data/text={corpus}",
             "training/steps=1000": "training/steps=2 logging/validation_interval=2 logging/checkpoint_interval=2"}
     node = None
