@@ -75,3 +75,40 @@ def test_a_long_line_is_cut_before_a_space_and_tokenizes_as_the_whole(tmp_path) 
     assert read_texts(path) == ["w1", " ".join(words), "w2"]  # the documents as one reads them whole
     stream, starts = encode_stream(lambda text, first: [int(w[1:]) for w in text.split()], iter(got), -1)
     assert len(starts) == 4 and list(stream[starts[1]:starts[2] - 1]) == [int(w[1:]) for w in words]
+
+
+def test_a_corpus_read_whole_is_refused_past_its_characters_naming_the_file(tmp_path) -> None:
+    from lenscope.errors import ConfigError
+    from lenscope.examples.lm_corpus import read_corpus
+    from lenscope.examples.lm_text import read_file
+
+    path = tmp_path / "big.txt"
+    path.write_text(("w1 w2 " * 1000 + "\n") * 20)
+    assert len(read_file(path)) == 20
+    with pytest.raises(ConfigError, match="big.txt: data/text holds more than 50000 characters"):
+        read_file(path, max_chars=50_000)
+    assert len(read_corpus(str(path)).texts) == 20
+
+
+_READ = r'''
+import json, resource, sys
+from lenscope.errors import ConfigError
+from lenscope.examples.lm_corpus import read_corpus
+try:
+    read_corpus(sys.argv[1])
+    said = ""
+except ConfigError as err:
+    said = str(err)
+print(json.dumps({"said": said, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+'''
+
+
+@pytest.mark.slow
+def test_a_one_line_gibibyte_for_a_bpe_is_refused_in_bounded_memory(one_line) -> None:
+    """model/family reads its corpus whole (its BPE is trained on it): past 2^28 characters it is refused by name."""
+    done = subprocess.run([sys.executable, "-c", _READ, str(one_line)], env=cpu_env(), capture_output=True, text=True,
+                          timeout=600, check=False)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"peak RSS {result['peak'] / (1 << 20):.0f} MiB")
+    assert "one-line.txt: data/text holds more than 268435456 characters" in result["said"], done.stderr[-2000:]
+    assert result["peak"] < GiB

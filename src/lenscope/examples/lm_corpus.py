@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from ..files import atomic_path, write_atomic
 from ..models.hub import is_hub_address
 from ..models.hub.corpus import stream_texts
-from .lm_text import read_file, text_files
+from .lm_text import MAX_CORPUS_CHARS, read_file, text_files
 
 __all__ = ["EOS", "STDLIB", "Corpus", "Tokenized", "is_validation", "read_corpus", "stdlib_files", "tokenize",
            "tokenizers_module"]
@@ -119,13 +119,14 @@ def read_corpus(text: str, key: str = "text", max_documents: int = 0, split: str
     else:
         paths = text_files(text)
         base = Path(text).expanduser()
-        names, texts, files = [], [], []
-        for path in paths:
+        names, texts, files, held = [], [], [], 0
+        for path in paths:  # at most MAX_CORPUS_CHARS in all, refused by name past them (read in pieces)
             label = path.relative_to(base).as_posix() if base.is_dir() else path.name
             files.append(label)
-            for i, doc in enumerate(read_file(path, key)):
+            for i, doc in enumerate(read_file(path, key, MAX_CORPUS_CHARS - held)):
                 names.append(f"{label}#{i}")
                 texts.append(doc)
+                held += len(doc)
         if not texts:
             raise ConfigError(f"data/text={text!r} holds no text")
         corpus = Corpus(str(text), names, texts, files)

@@ -61,10 +61,18 @@ def _column(rows: Sequence[Any], key: str, where: Path) -> list[str]:
     return texts
 
 
-def read_file(file: Path, key: str = "text") -> list[str]:
-    """The documents of one file: a .txt file's non-empty lines, a .jsonl or .parquet column `key` (maybe none)."""
-    documents, current = [], []
+MAX_CORPUS_CHARS = 1 << 28  # characters of text a corpus read whole (a BPE trained on it) may hold
+
+
+def read_file(file: Path, key: str = "text", max_chars: int = MAX_CORPUS_CHARS) -> list[str]:
+    """The documents of one file: a .txt file's non-empty lines, a .jsonl or .parquet column `key` (maybe none);
+    a ConfigError naming the file once they pass `max_chars` characters, before more is held."""
+    documents, current, held = [], [], 0
     for text, last in _file_pieces(file, key):
+        held += len(text)
+        if held > max_chars:
+            raise ConfigError(f"{file}: data/text holds more than {max_chars} characters, more than a corpus read "
+                              "whole is held in memory; give less text (data/max_documents stops reading there)")
         current.append(text)
         if last:
             document, current = "".join(current), []
