@@ -31,6 +31,7 @@ from .job_registry import jobs as jobs
 from .job_registry import resolve as resolve
 from .models import from_pretrained as from_pretrained
 from .models import from_pretrained_no_processing as from_pretrained_no_processing
+from .models.pretrained import FactoredMatrix as FactoredMatrix
 from .models.pretrained import Pretrained as Pretrained
 from .runner import build_job as build_job
 from .runner import run_analyses as run_analyses

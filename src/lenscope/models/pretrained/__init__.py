@@ -8,6 +8,7 @@ TransformerLens. See docs/pretrained.md.
 from .activation_cache import ActivationCache
 from .config import DecoderConfig
 from .decoder import KV, MLP, Attention, Block, Decoder, Unembed, positions_of
+from .factored import FactoredMatrix
 from .families import FAMILIES, decoder_config
 from .generate import generate
 from .layers import Hook, Norm
@@ -18,7 +19,8 @@ from .processing import process
 from .tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
-    "FAMILIES", "KV", "MLP", "ActivationCache", "Attention", "Block", "Decoder", "DecoderConfig", "Hook", "Norm",
+    "FAMILIES", "KV", "MLP", "ActivationCache", "Attention", "Block", "Decoder", "DecoderConfig", "FactoredMatrix",
+    "Hook", "Norm",
     "Pretrained", "Tokenizer", "Unembed", "decoder_config", "from_pretrained", "from_pretrained_no_processing",
     "generate", "hub_cache",
     "load_tokenizer", "locate", "positions_of", "process", "random_decoder",
