@@ -172,7 +172,7 @@ class Loops:
     def new_hook(self, side: str, serial: int) -> float:
         """Seconds of the first call of a hook function whose code was never seen (exec'd fresh)."""
         scope: dict[str, Any] = {}
-        body = "z[:, :, 1] = 0.0\n    return z" if side == "tl" else "return z.at[:, :, 1].set(0.0 * %d)" % serial
+        body = "z[:, :, 1] = 0.0\n    return z" if side == "tl" else f"return z.at[:, :, 1].set(0.0 * {serial})"
         exec(f"def hook_{serial}(z, hook):\n    {body}\n", scope)  # noqa: S102 (a new code object)
         run = self.tl_run if side == "tl" else self.ls_run
         start = time.perf_counter()

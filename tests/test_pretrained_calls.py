@@ -58,7 +58,8 @@ def test_text_in_gives_the_logits_of_its_tokens(loaded) -> None:
     _, model = loaded
     ids, mask = model.to_tokens(["w1 w2 w3", "w4"], return_mask=True)
     np.testing.assert_array_equal(np.asarray(model(["w1 w2 w3", "w4"])), np.asarray(model(ids, mask)))
-    np.testing.assert_array_equal(np.asarray(model("w1 w2")), np.asarray(model(*model.to_tokens("w1 w2", return_mask=True))))
+    with_mask = model.to_tokens("w1 w2", return_mask=True)
+    np.testing.assert_array_equal(np.asarray(model("w1 w2")), np.asarray(model(*with_mask)))
     assert model.to_string(ids, mask) == ["<bos> w1 w2 w3", "<bos> w4"]
     assert model.to_str_tokens("w1 w2") == ["<bos>", "w1", "w2"] and model.to_single_token("w5") == 9
 
@@ -97,8 +98,9 @@ def test_generate_from_text_is_the_kv_cache_program_on_its_tokens(loaded) -> Non
     prompts = ["w1 w2 w3", "w4"]
     ids, mask = model.to_tokens(prompts, padding_side="left", return_mask=True)
     want = np.asarray(generate(model.model, ids, mask, max_new_tokens=5))
-    assert model.generate(prompts, 5, stop_at_eos=False) == model.to_string(
-        want, np.concatenate([mask, np.ones((2, 5), np.int32)], axis=1))
+    keep = np.concatenate([mask, np.ones((2, 5), np.int32)], axis=1)
+    keep[np.arange(2), mask.argmax(axis=1)] = 0  # the BOS is not text (TransformerLens decodes without it)
+    assert model.generate(prompts, 5, stop_at_eos=False) == model.to_string(want, keep)
     assert model.generate("w1 w2 w3", 5, stop_at_eos=False) == model.generate(prompts, 5, stop_at_eos=False)[0]
     # ids of the prompts' shape [2, 4] and the same count: the programs compiled above, on other tokens
     np.testing.assert_array_equal(model.generate(IDS[:, :4], 5, stop_at_eos=False),
@@ -116,8 +118,8 @@ def test_stop_at_eos_drops_what_follows_the_first_eos(loaded) -> None:
         out = model.generate(IDS[:1, :4], 4)
         assert out[0, 4] == first and (out[0, 5:] == tokenizer.pad_token_id).all()
         tokenizer.eos_token_id = first_of_text
-        assert model.generate("w1 w2 w3", 4) == model.to_string(np.append(prompt[0], first_of_text))
-        assert len(model.generate("w1 w2 w3", 4, stop_at_eos=False).split()) == 4 + 4  # <bos>, 3 words, 4 new
+        assert model.generate("w1 w2 w3", 4) == model.to_string(np.append(prompt[0][1:], first_of_text))
+        assert len(model.generate("w1 w2 w3", 4, stop_at_eos=False).split()) == 3 + 4  # 3 words, 4 new (no BOS)
     finally:
         tokenizer.eos_token_id = saved
 

@@ -10,11 +10,13 @@ from .crosscoder_records import decoder_shares
 from .features import Attached, Site, attach, run_with_features
 from .losses import LossConfig, batch_topk, jumprelu, loss, step
 from .matching import Track, feature_tracks, match_decoders
-from .saelens_format import load_saelens, saelens_architecture, save_saelens
+from .sae_object import SAE, SaeCfg
+from .saelens_format import from_saelens, load_saelens, saelens_architecture, save_saelens
 from .trainer import SaeTrainer
 
-__all__ = ["ARCHITECTURES", "Activations", "Attached", "CrosscoderConfig", "CrosscoderTrainer", "Dictionary",
-           "LossConfig", "SaeConfig", "SaeTrainer", "Site", "Spec", "Track", "attach", "batch_topk",
-           "cached_activations", "capture_sites", "decoder_shares", "feature_tracks", "init_params", "jumprelu",
+__all__ = ["ARCHITECTURES", "SAE", "Activations", "Attached", "CrosscoderConfig", "CrosscoderTrainer", "Dictionary",
+           "LossConfig", "SaeCfg", "SaeConfig", "SaeTrainer", "Site", "Spec", "Track", "attach", "batch_topk",
+           "cached_activations", "capture_sites", "decoder_shares", "feature_tracks", "from_saelens", "init_params",
+           "jumprelu",
            "load_saelens", "loss", "match_decoders", "mixing_buffer", "parquet_chunks", "run_with_features",
            "saelens_architecture", "save_saelens", "scatter", "step"]

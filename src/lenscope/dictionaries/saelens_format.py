@@ -21,6 +21,7 @@ from ..errors import UsageError, hint
 from ..files import atomic_path
 from ..models.hub.dictionary import dictionary_folder
 from .core import BATCH_TOPK, Dictionary, Spec
+from .sae_object import SAE
 from .saelens_checks import check_tensors, read_cfg, read_weights
 
 CFG_FILENAME = "cfg.json"
@@ -81,16 +82,34 @@ def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, A
     return folder
 
 
-def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[Dictionary, dict[str, Any]]:
+def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> SAE:
     """(Dictionary, its cfg.json) from a SAELens folder, a hub address `hf://ORG/REPO[/SUBFOLDER][@REVISION]`, or a
     SAELens release's SAE (`saelens://RELEASE/SAE_ID`, or `load_saelens(RELEASE, sae_id=SAE_ID)`), fetched into
-    the Hugging Face cache once; unknown architectures and settings are refused by name."""
+    the Hugging Face cache once; unknown architectures and settings are refused by name. The SAE unpacks as
+    (Dictionary, cfg.json) and answers SAELens' `sae.cfg.*`, `encode`, `decode`, `sae(x)`, `eval()`."""
     folder = dictionary_folder(folder, sae_id)
     for name in (CFG_FILENAME, WEIGHTS_FILENAME):
         if not (folder / name).is_file():
             raise UsageError(f"{folder} is not a SAELens dictionary folder: it lacks {name} "
                              f"(expected {CFG_FILENAME} and {WEIGHTS_FILENAME})")
-    cfg = read_cfg(folder / CFG_FILENAME)
+    return from_cfg_and_tensors(read_cfg(folder / CFG_FILENAME), read_weights(folder / WEIGHTS_FILENAME), folder)
+
+
+def from_saelens(sae: Any) -> SAE:
+    """A SAELens SAE object (torch) as lenscope's SAE: its cfg and weights read, with a folder's checks."""
+    cfg = getattr(sae, "cfg", None)
+    if cfg is None or not hasattr(sae, "state_dict"):
+        raise UsageError(f"from_saelens: a {type(sae).__name__} is not a SAELens SAE (expected .cfg and "
+                         ".state_dict()); for a folder or a hub address use load_saelens")
+    raw = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(vars(cfg))
+    arch = getattr(cfg, "architecture", "standard")
+    raw["architecture"] = arch() if callable(arch) else arch
+    tensors = {name: np.asarray(t.detach().cpu().float().numpy()) for name, t in sae.state_dict().items()}
+    return from_cfg_and_tensors(raw, tensors, Path(f"<SAELens {type(sae).__name__}>"))
+
+
+def from_cfg_and_tensors(cfg: dict[str, Any], stored: dict[str, Any], folder: Path) -> SAE:
+    """The SAE of a cfg.json and its tensors by SAELens name (`folder` names them in errors)."""
     arch = cfg.get("architecture", "standard")
     known = (*_SAES, *_TRANSCODERS)
     if arch not in known:
@@ -109,7 +128,6 @@ def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[
                 k=int(cfg.get("k", 1)) if base == "topk" else 32, transcoder=transcoder, skip=skip,
                 apply_b_dec_to_input=bool(cfg.get("apply_b_dec_to_input", True)),
                 rescale_acts_by_decoder_norm=bool(cfg.get("rescale_acts_by_decoder_norm", False)))
-    stored = read_weights(folder / WEIGHTS_FILENAME)
     check_tensors(folder / WEIGHTS_FILENAME, spec, stored, arch)
     tensors = {k: jnp.asarray(v, jnp.float32) for k, v in stored.items()}
     if "log_threshold" in tensors:  # older JumpReLU files
@@ -118,4 +136,4 @@ def load_saelens(folder: str | os.PathLike, sae_id: str | None = None) -> tuple[
         tensors["W_skip"] = jnp.swapaxes(tensors["W_skip"], 0, 1)
     if "b_gate" in tensors:
         tensors["b_enc"] = tensors.pop("b_gate")
-    return Dictionary.of(spec, tensors), cfg
+    return SAE(Dictionary.of(spec, tensors), cfg)

@@ -33,7 +33,8 @@ def _set(tree: Any, where: Callable[[Any], Any], value: Any) -> Any:
 
 def _fold_norm(norm: Norm, readers: list[Any]) -> tuple[Norm, list[Any]]:
     """The norm reduced to its normalization, and each reader (Dense or Unembed, kernel [d_model, ...]) absorbing
-    its scale and bias."""
+    its scale and bias; after a LayerNorm, each reader's kernel centred over d_model (TransformerLens'
+    fold_layer_norm(center_weights=True): the same outputs, since the normalized input has zero mean)."""
     scale = norm.scale + 1.0 if norm.offset else norm.scale
     folded = []
     for reader in readers:
@@ -45,7 +46,10 @@ def _fold_norm(norm: Norm, readers: list[Any]) -> tuple[Norm, list[Any]]:
         bias = jnp.zeros(kernel.shape[1:], kernel.dtype) if reader.bias is None else reader.bias
         if norm.bias is not None:
             bias = bias + jnp.tensordot(norm.bias.astype(kernel.dtype), kernel, axes=(0, 0))
-        reader = _set(reader, lambda r: r.kernel, kernel * shaped)
+        kernel = kernel * shaped
+        if norm.kind == "layernorm":  # its input is centred: the kernel's mean over d_model reads nothing (as TL)
+            kernel = kernel - kernel.mean(axis=0, keepdims=True)
+        reader = _set(reader, lambda r: r.kernel, kernel)
         folded.append(_set(reader, lambda r: r.bias, bias))
     identity = jnp.zeros_like(norm.scale) if norm.offset else jnp.ones_like(norm.scale)
     norm = _set(norm, lambda n: n.scale, identity)
