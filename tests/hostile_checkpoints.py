@@ -74,6 +74,7 @@ BAD_WEIGHTS = {
     "no data_offsets": (safetensors_bytes(gpt2_tensors(), lambda t: t[WTE].pop("data_offsets") and None),
                         "expected an object of dtype, shape and data_offsets"),
     "unknown dtype": (safetensors_bytes(gpt2_tensors(), entry(WTE, dtype="F128")), "dtype 'F128'; readable"),
+    "dtype a list": (safetensors_bytes(gpt2_tensors(), entry(WTE, dtype=["F32"])), "dtype \"['F32']\"; readable"),
     "negative offsets": (safetensors_bytes(gpt2_tensors(), entry(WTE, data_offsets=[-1280, 0])),
                          "data_offsets [-1280, 0]"),
     "offsets past the end": (safetensors_bytes(gpt2_tensors(), entry(WTE, data_offsets=[0, 10**9])),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ import jax
 import numpy as np
 
 from ...errors import UsageError
+from ...files import staged_folder
 from .config import DecoderConfig
 from .decoder import Decoder
 from .load import leaf_path
@@ -109,12 +109,8 @@ def save_hf_folder(model: Decoder, cfg: DecoderConfig, hf_config: Mapping[str, A
     files = {"config.json": json.dumps(config, indent=1).encode(),
              "model.safetensors": _safetensors(hf_state_dict(model, cfg))}
     files |= _tokenizer_files(tokenizer) if tokenizer is not None else {}
-    staging = folder.with_name(f".{folder.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        (staging / name).write_bytes(data)
-    if folder.exists():
-        folder.rmdir()
-    staging.rename(folder)
+    with staged_folder(folder, "the export folder") as staging:  # unique staging beside it, removed on failure
+        staging.mkdir()
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
     return folder

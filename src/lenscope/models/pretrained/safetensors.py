@@ -70,7 +70,7 @@ def _check_entries(path: Path, table: dict[str, Any], data: int) -> None:
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
             raise _bad(path, f"{where} is {str(entry)[:80]!r}: expected an object of dtype, shape and data_offsets")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:
             raise _bad(path, f"{where} has dtype {str(dtype)[:40]!r}; readable: {', '.join(DTYPES)}")
         if not isinstance(shape, list) or not all(_natural(d) for d in shape):
             raise _bad(path, f"{where} has shape {str(shape)[:80]}: expected a list of non-negative integers")
