@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -262,6 +263,32 @@ def test_cache_dir_lets_a_second_process_reuse_the_results(base, tmp_path):
     assert first["compilations"] == 1 and second["compilations"] == 0
     assert first["stats"] == second["stats"]
     assert len(list((cache / "results").glob("*.pkl"))) == 1
+
+
+def test_a_cached_pickle_in_a_folder_others_can_write_is_not_read(base, tmp_path):
+    """cache_dir's results are pickles: one in a folder anyone can write is recomputed, never unpickled."""
+    cache = tmp_path / "results-cache"
+    root, tiny, node = base
+    trainer = GrokTrainer(tiny, base=node, store=root / "runs")
+    trainer.run_analysis(AnalysisCfg("activation_stats", cache_dir=str(cache)))
+    (pkl,) = (cache / "results").glob("*.pkl")
+    marker = tmp_path / "ran"
+    pkl.write_bytes(pickle.dumps(_Planted(str(marker))))
+    (cache / "results").chmod(0o777)  # another user could have planted it
+    trainer = GrokTrainer(tiny, base=node, store=root / "runs")
+    with pytest.warns(UserWarning, match="not reading .* the results are computed again"):
+        out = trainer.run_analysis(AnalysisCfg("activation_stats", cache_dir=str(cache)))
+    assert not marker.exists() and out["activation_stats"]
+
+
+class _Planted:
+    """A pickle that, when loaded, would create a file (what a planted payload could do)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 def test_bound_views_keep_the_most_recently_used_few(tmp_path):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import pickle
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..compile_cache import untrusted
 from ..files import atomic_path
 from .table_schema import Column, features
 
@@ -45,12 +48,24 @@ def cached_results(analysis: Any, compute: Callable[[], Any], *extra: Any) -> An
     if folder is None:
         return compute()
     path = folder / "results" / f"{cache_key(analysis, *extra)}.pkl"
-    if path.is_file():
+    if path.is_file() and _trusted(path):
         return pickle.loads(path.read_bytes())
     results = compute()
     with atomic_path(path) as tmp:
         tmp.write_bytes(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
     return results
+
+
+def _trusted(path: Path) -> bool:
+    """Whether a cached pickle may be read: the user's own file, writable by no one else, in a folder only the user
+    can write (compile_cache.untrusted); else it is recomputed (and rewritten), with a warning naming why."""
+    why = untrusted(path.parent)
+    info = path.lstat()
+    if why is None and (path.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022):
+        why = "the file is not the user's own, or others may write it"
+    if why is not None:
+        warnings.warn(f"cache_dir: not reading {path} ({why}); the results are computed again", stacklevel=3)
+    return why is None
 
 
 def batch_digest(batch: Mapping[str, Any]) -> str:
