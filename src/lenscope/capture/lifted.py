@@ -35,7 +35,10 @@ NUMBERS = (int, float, complex)  # exact types: bool and enums are keys (they ch
 # more often than it reads it to decide what to compute; assigning a new one is seen.
 SINKS = (list, dict, set)
 LIBRARIES = ("jax", "jaxlib", "numpy", "builtins", "functools", "operator", "math", "equinox", "flax", "einops",
-             "optax", "scipy", "matplotlib", "torch", "lenscope")
+             "optax", "scipy", "matplotlib", "torch")
+# Classes whose methods' names are not an object's reads (lenscope's own analysis and trainer machinery); lenscope's
+# functions are walked as a user's are (a hook it builds, e.g. an SAE's splice, closes over arrays)
+FRAMEWORK = (*LIBRARIES, "lenscope")
 
 
 class SideEffect(Exception):
@@ -112,11 +115,11 @@ def _stored(code: types.CodeType) -> frozenset[str]:
 @functools.lru_cache(maxsize=1024)
 def _class_code(klass: type) -> tuple[frozenset[str], frozenset[str]]:
     """(names used, attribute names assigned) by the methods of a class's own code (its MRO's classes outside
-    the LIBRARIES): what `self.helper()` and `super().analyze()` read is read by the object."""
+    the FRAMEWORK): what `self.helper()` and `super().analyze()` read is read by the object."""
     used: set[str] = set()
     stored: set[str] = set()
     for base in klass.__mro__:
-        if (base.__module__ or "").split(".", 1)[0] in LIBRARIES + ("builtins",):
+        if (base.__module__ or "").split(".", 1)[0] in FRAMEWORK:
             continue
         for member in vars(base).values():
             code = getattr(getattr(member, "__func__", member), "__code__", None)
@@ -169,7 +172,7 @@ class _Walk:
         t = type(v)
         if t in NUMBERS or isinstance(v, (np.generic, np.ndarray, jax.Array)):
             return self._array(v)
-        if v is None or t in (bool, str, bytes, type(Ellipsis), range) or isinstance(v, enum.Enum):
+        if v is None or t in (bool, str, bytes, type(Ellipsis), range, frozenset) or isinstance(v, enum.Enum):
             return (t, v), lambda it: v
         if t is slice:  # a slice's bounds are Python control (static): keyed by value
             return (t, _static(v.start), _static(v.stop), _static(v.step)), lambda it: v

@@ -50,8 +50,13 @@ def saelens_architecture(spec: Spec) -> str:
                      "any transcoder as it is: compute_attribution_graph,transcoders=NODE")
 
 
-def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, Any] | None = None) -> Path:
-    """Write `d` as a SAELens folder (cfg.json + sae_weights.safetensors); returns the folder."""
+RESHAPES = ("none", "hook_z")  # SAELens' reshape_activations; hook_z SAEs are spliced with the heads flattened
+
+
+def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, Any] | None = None,
+                 reshape_activations: str = "none") -> Path:
+    """Write `d` as a SAELens folder (cfg.json + sae_weights.safetensors); returns the folder. `reshape_activations=
+    "hook_z"`: an SAE of a hook_z activation with its heads flattened (d_in = heads * d_head), as SAELens marks it."""
     from safetensors.numpy import save  # lazy: safetensors is needed only to read or write these files
 
     arch = saelens_architecture(d.spec)
@@ -68,7 +73,7 @@ def save_saelens(d: Dictionary, folder: str | os.PathLike, metadata: dict[str, A
     tensors = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in tensors.items()}
     cfg = {"architecture": arch, "d_in": d.spec.d_in, "d_sae": d.spec.d_sae, "dtype": "float32", "device": "cpu",
            "apply_b_dec_to_input": d.spec.apply_b_dec_to_input, "normalize_activations": "none",
-           "reshape_activations": "none",
+           "reshape_activations": reshape_activations,
            "metadata": {"sae_lens_version": FORMAT_VERSION, **(metadata or {})}}
     if d.spec.transcoder:
         cfg["d_out"] = d.spec.d_out
@@ -119,9 +124,9 @@ def from_cfg_and_tensors(cfg: dict[str, Any], stored: dict[str, Any], folder: Pa
     if norm not in _NORMALIZATIONS:
         raise UsageError(f"{folder}: normalize_activations={norm!r} is not supported (a run-time normalization); "
                          f"supported: {', '.join(_NORMALIZATIONS)}")
-    if cfg.get("reshape_activations", "none") != "none":
+    if cfg.get("reshape_activations", "none") not in RESHAPES:
         raise UsageError(f"{folder}: reshape_activations={cfg['reshape_activations']!r} is not supported; "
-                         "flatten the heads of hook_z activations before encoding and load a 'none' dictionary")
+                         f"supported: {', '.join(RESHAPES)} (hook_z: the heads flattened before encoding)")
     base, skip = _TRANSCODERS.get(arch, (arch, False))
     transcoder = arch in _TRANSCODERS
     spec = Spec(base, int(cfg["d_in"]), int(cfg["d_sae"]), d_out=int(cfg.get("d_out", 0)) if transcoder else 0,

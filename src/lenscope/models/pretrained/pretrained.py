@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,10 +31,11 @@ from .hooked import HookedPrograms, hook_spec
 from .load import Shardings, leaf_path, load_decoder
 from .locate import locate
 from .processing import TRANSFORMERLENS_DEFAULT, applicable, process
+from .sae_calls import SaeCalls
 from .text_input import TextInput, full_mask, is_text
 from .tokenizer import Tokenizer, load_tokenizer
 from .weight_surface import WeightSurface
-from .with_saes import run_saes
+from .with_saes import as_list, resolve_saes, sae_hook_names, splice_hook
 
 __all__ = ["Pretrained", "from_pretrained", "from_pretrained_no_processing"]
 
@@ -86,7 +86,7 @@ HOOKED_KEPT = 8  # the programs of this many recent choices of hooks (and record
 
 
 @dataclass
-class Pretrained(TextInput, WeightSurface):
+class Pretrained(TextInput, WeightSurface, SaeCalls):
     """A checkpoint loaded into the generic Decoder: `pretrained(tokens, attention_mask=None)` gives logits."""
 
     model: Decoder
@@ -100,7 +100,7 @@ class Pretrained(TextInput, WeightSurface):
     _hooked: HookedPrograms = field(default_factory=lambda: HookedPrograms(HOOKED_KEPT), init=False, repr=False,
                                     compare=False)
     _active: tuple[FwdHook, ...] = field(default=(), init=False, repr=False, compare=False)
-    _with_saes: OrderedDict[Any, Any] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
+    _saes: tuple[tuple[Any, bool], ...] = field(default=(), init=False, repr=False, compare=False)  # add_sae
     buckets: bool = field(default=True, compare=False)  # pad inputs to shape buckets (buckets.py); False: exact
     default_prepend_bos: bool = True  # text gets a BOS first (TransformerLens' rule per family: text_input.py)
     processing: dict[str, bool] = field(default_factory=dict, compare=False)  # the weight processing applied
@@ -115,9 +115,8 @@ class Pretrained(TextInput, WeightSurface):
         run_with_hooks'.
         """
         _check_return_type(return_type)
-        if self._active:
-            return self.run_with_hooks(input, attention_mask=attention_mask, return_type=return_type,
-                                       prepend_bos=prepend_bos)
+        if self._active or self._saes:
+            return self._run(input, attention_mask, prepend_bos, return_type)[0]
         padded = self._padded(input, attention_mask, prepend_bos)
         if return_type in ("logits", None):
             return _answer(return_type, padded.cut(_forward(self.model, padded.tokens, padded.mask)), lambda: None)
@@ -144,21 +143,8 @@ class Pretrained(TextInput, WeightSurface):
         predicate of the dotted name. The cache gets the weights its analysis utilities read (accumulated_resid,
         decompose_resid, ...: a ModelView). With hooks added (`hooks()`, `add_hook`), they run in the forward (at
         the exact shape: hooks see every position) and the cache holds what they returned."""
-        _check_return_type(return_type)
-        chosen = tuple(select_hooks(self.hook_names(), names_filter))
-        spec = hook_spec(self._active, self.hook_names())
-        if spec:
-            tokens, mask = self._ids(input, attention_mask, prepend_bos)
-            (logits, acts), self.saved = self._hooked.run(spec, self.model, tokens, mask, chosen)
-            counted = full_mask(tokens, mask)
-        else:
-            padded = self._padded(input, attention_mask, prepend_bos)
-            (logits, acts), _ = self._hooked.run((), self.model, padded.tokens, padded.mask, chosen)
-            logits, acts = padded.cut(logits), padded.cut_recorded(acts)
-            tokens, counted = padded.cut(padded.tokens), padded.cut(padded.counted)
-        to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
-        cache = ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
-        out = _answer(return_type, logits, lambda: _loss_of(logits, tokens, counted)[1])
+        out, cache = self._run(input, attention_mask, prepend_bos, return_type, names_filter=names_filter, cache=True)
+        assert cache is not None
         return out, cache.remove_batch_dim() if remove_batch_dim else cache
 
     def run_with_hooks(self, input: Any, fwd_hooks: Sequence[tuple[Any, Callable[..., Any]]] = (),
@@ -170,14 +156,50 @@ class Pretrained(TextInput, WeightSurface):
         (`hooks()`, `add_hook`). What a hook reads is read at call time (docs/pretrained.md: "When a program is
         reused"); values it `hook.save()`s are in `model.saved` after the call. Hooked calls run at the exact
         shape (no bucket), since a hook indexes positions (`x[:, -1]`) and must not see padding."""
-        _check_return_type(return_type)
         if bwd_hooks:
             raise UsageError("run_with_hooks(bwd_hooks=...): backward hooks are not run; take gradients at hook "
                              "points with lenscope.capture.gradients (or jax.grad of a hooked forward)")
-        tokens, mask = self._ids(input, attention_mask, prepend_bos)
-        spec = hook_spec((*self._active, *fwd_hooks), self.hook_names())
-        logits, self.saved = self._hooked.run(spec, self.model, tokens, mask)
-        return _answer(return_type, logits, lambda: _loss_of(logits, tokens, full_mask(tokens, mask))[1])
+        return self._run(input, attention_mask, prepend_bos, return_type, fwd_hooks=fwd_hooks)[0]
+
+    def _run(self, input: Any, attention_mask: Any, prepend_bos: bool | None, return_type: ReturnType,
+             fwd_hooks: Sequence[FwdHook] = (), saes: Any = (), use_error_term: bool | None = None,
+             names_filter: Any = None, cache: bool = False) -> tuple[Any, ActivationCache | None]:
+        """The one hooked path: the added and given hooks and SAEs (each SAE a hook at its point, its own points
+        hookable), the chosen points recorded with `cache`; padded to a bucket only when no hook of the user's runs."""
+        _check_return_type(return_type)
+        hooks = self.hook_names()
+        entries = [*self._saes, *((sae, bool(use_error_term)) for sae in (as_list(saes) if saes else ()))]
+        spliced = resolve_saes(entries, hooks)
+        names = sae_hook_names(hooks, {path: error for path, _, error in spliced})
+        user = (*self._active, *fwd_hooks)
+        by_path = dict(hook_spec(user, names))
+        chosen = tuple(select_hooks(names, names_filter)) if cache else ()
+        splices = {}
+        for path, sae, error in spliced:
+            points = {p.rsplit("/", 1)[1]: by_path.pop(p) for p in list(by_path) if p.startswith(f"{path}/hook_sae_")}
+            kept = frozenset(c for c in chosen if c.startswith(f"{path}/hook_sae_"))
+            splices[path] = splice_hook(path, sae, error, points, kept)
+        spec = tuple((path, ((splices[path],) if path in splices else ()) + by_path.get(path, ()))
+                     for path in hooks if path in splices or path in by_path)
+        recorded = tuple(c for c in chosen if c in hooks) if cache else None
+        exact = bool(user) or not self.buckets
+        padded = None if exact else self._padded(input, attention_mask, prepend_bos)
+        tokens, mask = self._ids(input, attention_mask, prepend_bos) if padded is None else (padded.tokens,
+                                                                                              padded.mask)
+        counted = full_mask(tokens, mask) if padded is None else padded.counted
+        out, saved = self._hooked.run(spec, self.model, tokens, mask, recorded)
+        logits, acts = out if cache else (out, {})
+        records = {name: saved.pop(name) for name in list(saved) if name in chosen}
+        self.saved = saved
+        answer = _answer(return_type, logits if padded is None else padded.cut(logits),
+                         lambda: _loss_of(logits, tokens, counted)[1])
+        if not cache:
+            return answer, None
+        acts = {**acts, **records}
+        acts = {name: acts[name] for name in chosen if name in acts}
+        to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
+        return answer, ActivationCache(acts if padded is None else padded.cut_recorded(acts),
+                                       model_view=ModelView.of(self.model, to_single_token))
 
     def add_hook(self, name: Any, hook: Callable[..., Any], dir: Literal["fwd"] = "fwd") -> None:
         """Add a forward hook `(name or filter, fn(activation, hook))` to every later call, run_with_cache and
@@ -210,38 +232,14 @@ class Pretrained(TextInput, WeightSurface):
         return tuple((name, fn) for name, fn in fwd_hooks)
 
     def _no_hooks(self, what: str) -> None:
-        if self._active:
-            raise UsageError(f"{what} does not run the hooks added with add_hook or hooks() "
-                             f"({len(self._active)} active); call reset_hooks() or leave the hooks() context first")
-
-    def run_with_saes(self, input: Any, saes: Any = (), use_error_term: bool = False,
-                      return_type: ReturnType = "logits", attention_mask: Any = None) -> Any:
-        """The call with each SAE's reconstruction at its hook, as SAELens' HookedSAETransformer (with_saes.py)."""
-        _check_return_type(return_type)
-        self._no_hooks("run_with_saes")
-        padded = self._padded(input, attention_mask)
-        logits, _ = run_saes(self.model, self._with_saes, self.hook_names(), padded.tokens, padded.mask, saes,
-                             use_error_term)
-        if return_type == "logits":
-            return padded.cut(logits)
-        loss = _loss_of(logits, padded.tokens, padded.counted)[1]
-        return loss if return_type == "loss" else (padded.cut(logits), loss)
-
-    def run_with_cache_with_saes(self, input: Any, saes: Any = (), names_filter: Any = None,
-                                 use_error_term: bool = False,
-                                 attention_mask: Any = None) -> tuple[jax.Array, ActivationCache]:
-        """(logits, ActivationCache) with SAEs spliced in, their hook points under SAELens' names (`...hook_sae_*`)."""
-        self._no_hooks("run_with_cache_with_saes")
-        padded = self._padded(input, attention_mask)
-        logits, acts = run_saes(self.model, self._with_saes, self.hook_names(), padded.tokens, padded.mask, saes,
-                                use_error_term, names_filter, cache=True)
-        logits, acts = padded.cut(logits), padded.cut_recorded(acts)
-        to_single_token = self.tokenizer.to_single_token if self.tokenizer is not None else None
-        return logits, ActivationCache(acts, model_view=ModelView.of(self.model, to_single_token))
+        if self._active or self._saes:
+            raise UsageError(f"{what} does not run the hooks or SAEs added with add_hook, hooks() or add_sae "
+                             f"({len(self._active)} hooks, {len(self._saes)} SAEs); call reset_hooks() and "
+                             "reset_saes() (or leave the hooks() context) first")
 
     def loss_per_token(self, tokens: Any, attention_mask: Any = None, prepend_bos: bool | None = None) -> jax.Array:
         """The loss of predicting each next token [batch, seq-1]; 0 where the target or its context is padding."""
-        if self._active:
+        if self._active or self._saes:
             tokens, mask = self._ids(tokens, attention_mask, prepend_bos)
             return _loss_of(self.run_with_hooks(tokens, attention_mask=mask), tokens, full_mask(tokens, mask))[0]
         padded = self._padded(tokens, attention_mask, prepend_bos)

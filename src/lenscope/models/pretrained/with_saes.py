@@ -13,24 +13,18 @@ names: `<hook>.hook_sae_input`, `hook_sae_acts_pre`, `hook_sae_acts_post`, `hook
 from __future__ import annotations
 
 import difflib
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import equinox as eqx
 import jax
 
-from ...capture.equinox import EquinoxBackend
-from ...capture.patch import record
 from ...capture.paths import tl_alias
 from ...errors import UsageError
-from .activation_cache import select_hooks
 
-__all__ = ["SAE_HOOKS", "SaeLike", "resolve_saes", "run_saes", "sae_hook_names"]
+__all__ = ["SAE_HOOKS", "SaeLike", "as_list", "resolve_saes", "sae_hook_names", "splice_hook"]
 
 SAE_HOOKS = ("hook_sae_input", "hook_sae_acts_pre", "hook_sae_acts_post", "hook_sae_recons", "hook_sae_error",
              "hook_sae_output")  # in the order SAELens' forward reaches them
-KEPT = 8  # the programs of this many recent choices of SAEs (and cached names) are kept
 FORMS = ("give each SAE with its hook: attach(dictionary, 'blocks.0.hook_resid_post'), load_saelens(folder, or "
          "hf://... or saelens://...) (its cfg.json's metadata.hook_name), (dictionary, 'blocks.0.hook_resid_post'), "
          "or an object with encode, decode, hidden_pre, spec and hook_name")
@@ -86,84 +80,87 @@ def _one(given: Any, i: int) -> tuple[Any, str]:
     return sae, tl_alias(name)
 
 
-def resolve_saes(saes: Any, hooks: Sequence[str]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-    """(hook paths in call order, their SAEs) of `saes` (one or a list); UsageError for an unknown or shared hook."""
-    given = [saes] if _is_pair(saes) or not isinstance(saes, (list, tuple)) else list(saes)
-    pairs = [_one(g, i) for i, g in enumerate(given)]
+def as_list(saes: Any) -> list[Any]:
+    """`saes` as a list of entries: one SAE (or pair) or a list of them."""
+    return [saes] if _is_pair(saes) or not isinstance(saes, (list, tuple)) else list(saes)
+
+
+def resolve_saes(entries: Sequence[tuple[Any, bool]], hooks: Sequence[str]) -> list[tuple[str, Any, bool]]:
+    """(hook path, SAE, with its error term) of each `(entry, use_error_term)`, in call order; UsageError for an
+    unknown or shared hook."""
+    found = [(*reversed(_one(entry, i)), error) for i, (entry, error) in enumerate(entries)]
     seen: set[str] = set()
-    for _, path in pairs:
+    for path, _, _ in found:
         if path not in hooks:
             near = difflib.get_close_matches(path, list(hooks), n=3)
             raise UsageError(f"an SAE's hook {path.replace('/', '.')!r} is not a hook point of this model; expected a "
                              "TransformerLens hook name such as blocks.0.hook_resid_post (model.hook_names() lists "
                              "them)" + (f"; nearest: {', '.join(n.replace('/', '.') for n in near)}" if near else ""))
         if path in seen:
-            raise UsageError(f"two SAEs at {path.replace('/', '.')!r}; splice one SAE per hook point")
+            raise UsageError(f"two SAEs at {path.replace('/', '.')!r}; splice one SAE per hook point "
+                             "(model.reset_saes() removes those added with add_sae)")
         seen.add(path)
-    pairs.sort(key=lambda pair: hooks.index(pair[1]))
-    return tuple(p for _, p in pairs), tuple(s for s, _ in pairs)
+    return sorted(found, key=lambda item: hooks.index(item[0]))
 
 
-def sae_hook_names(hooks: Sequence[str], paths: Sequence[str], error: bool) -> list[str]:
-    """The model's hook paths with each SAE's hook points (`<hook>/hook_sae_input`, ...) after its hook."""
-    kept = [h for h in SAE_HOOKS if error or h != "hook_sae_error"]
+def sae_hook_names(hooks: Sequence[str], errors: Mapping[str, bool]) -> list[str]:
+    """The model's hook paths with each SAE's hook points (`<hook>/hook_sae_input`, ...) after its hook
+    (`errors`: SAE path -> whether it adds its error term, which has a hook point then)."""
     out = []
     for hook in hooks:
         out.append(hook)
-        if hook in paths:
-            out.extend(f"{hook}/{h}" for h in kept)
+        if hook in errors:
+            out.extend(f"{hook}/{h}" for h in SAE_HOOKS if errors[hook] or h != "hook_sae_error")
     return out
 
 
-def _splice(path: str, sae: Any, error: bool, found: dict[str, jax.Array]) -> Any:
-    """The replacement of the activation at `path`: the SAE's reconstruction (plus its error); records its hooks."""
-    def fn(x: jax.Array) -> jax.Array:
-        d_in = int(sae.spec.d_in)
+def splice_hook(name: str, sae: Any, error: bool, point_hooks: Mapping[str, tuple[Callable[..., Any], ...]],
+                recorded: frozenset[str]) -> Callable[..., Any]:
+    """The hook at an SAE's hook point (path `name`): the activation replaced by the SAE's reconstruction (with
+    `error`, plus the clean reconstruction's error, without a gradient, as SAELens), the user's hooks run at the
+    SAE's own points (`hook_sae_acts_post`, ...), and the `recorded` points (paths) kept with `hook.save`.
+    A hook_z activation [..., heads, d_head] meets an SAE of d_in = heads * d_head flattened, as SAELens does."""
+    def at(hook: Any, point: str, value: jax.Array) -> jax.Array:
+        where = f"{name}/{point}"
+        for fn in point_hooks.get(point, ()):
+            out = fn(value, type(hook)(where.replace("/", "."), hook._saved))
+            value = value if out is None else out
+        if where in recorded:
+            hook.save(value, where)
+        return value
+
+    def splice(x: jax.Array, hook: Any) -> jax.Array:
+        d_in, shape = int(sae.spec.d_in), x.shape
+        if shape[-1] != d_in and x.ndim >= 2 and shape[-2] * shape[-1] == d_in:  # hook_z: heads flattened
+            x = x.reshape(*shape[:-2], d_in)
         if x.shape[-1] != d_in:
-            raise UsageError(f"the SAE at {path.replace('/', '.')!r} has d_in={d_in}, but the activation there is "
-                             f"{x.shape[-1]} wide; expected an SAE with d_in={x.shape[-1]}, one "
-                             "trained on this hook of this model")
-        pre = sae.hidden_pre(x)
+            heads = f" ({shape[-2]} heads of {shape[-1]})" if name.endswith("hook_z") else ""
+            raise UsageError(f"the SAE at {name.replace('/', '.')!r} has d_in={d_in}, but the activation there is "
+                             f"{shape[-1]} wide{heads}; expected an SAE with d_in={shape[-1]} (or heads * d_head at "
+                             "hook_z), one trained on this hook of this model")
+        x_in = at(hook, "hook_sae_input", x)
+        pre = sae.hidden_pre(x_in)
         if getattr(sae.spec, "rescale_acts_by_decoder_norm", False):  # SAELens' hook is before the rescaling
             pre = pre / sae.decoder_norms()
-        latents = sae.encode(x)
-        recons = sae.decode(latents, x)
-        values = {"hook_sae_input": x, "hook_sae_acts_pre": pre, "hook_sae_acts_post": latents,
-                  "hook_sae_recons": recons}
+        hooked_pre = at(hook, "hook_sae_acts_pre", pre)
+        latents = sae.encode(x_in) if hooked_pre is pre else _activate(sae, hooked_pre)
+        latents = at(hook, "hook_sae_acts_post", latents)
+        recons = at(hook, "hook_sae_recons", sae.decode(latents, x_in))
         out = recons
-        if error:  # as SAELens: no gradient through the error, so the SAE's latents carry it
-            values["hook_sae_error"] = jax.lax.stop_gradient(x - recons)
-            out = recons + values["hook_sae_error"]
-        values["hook_sae_output"] = out
-        found.update({f"{path}/{name}": value for name, value in values.items()})
-        return out.astype(x.dtype)
-    return fn
+        if error:
+            clean = sae.decode(sae.encode(x), x)
+            out = recons + at(hook, "hook_sae_error", jax.lax.stop_gradient(x - clean))
+        out = at(hook, "hook_sae_output", out)
+        return out.reshape(shape).astype(x.dtype)
+    return splice
 
 
-def _program(paths: tuple[str, ...], recorded: tuple[str, ...], kept: tuple[str, ...], error: bool) -> Any:
-    """A compiled forward with SAEs spliced at `paths`, returning the logits and the chosen activations."""
-    def run(model: Any, saes: tuple[Any, ...], tokens: jax.Array, mask: jax.Array | None) -> Any:
-        found: dict[str, jax.Array] = {}
-        patch = {path: _splice(path, sae, error, found) for path, sae in zip(paths, saes)}
-        logits, acts = record(lambda t, m: model(t, m), (tokens, mask), list(recorded), patch,
-                              backend=EquinoxBackend())
-        return logits, {**acts, **{name: found[name] for name in kept}}
-    return eqx.filter_jit(run)
-
-
-def run_saes(model: Any, programs: OrderedDict[Any, Any], hooks: Sequence[str], tokens: jax.Array,
-             mask: jax.Array | None, saes: Any, error: bool, names_filter: Any = None,
-             cache: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """(logits, {path: what `names_filter` chooses, with `cache`}) with `saes` spliced in; programs kept by key."""
-    paths, chosen_saes = resolve_saes(saes, hooks)
-    every = sae_hook_names(hooks, paths, error)
-    chosen = tuple(select_hooks(every, names_filter)) if cache else ()
-    key = (paths, tuple(int(s.spec.d_in) for s in chosen_saes), chosen, bool(error))
-    program = programs[key] if key in programs else _program(
-        paths, tuple(c for c in chosen if c in hooks), tuple(c for c in chosen if c not in hooks), error)
-    logits, acts = program(model, chosen_saes, tokens, mask)  # a UsageError (d_in) comes while tracing
-    programs[key] = program
-    programs.move_to_end(key)
-    while len(programs) > KEPT:
-        programs.popitem(last=False)
-    return logits, {name: acts[name] for name in chosen}
+def _activate(sae: Any, pre: jax.Array) -> jax.Array:
+    """The latents of (hooked) pre-activations: the dictionary's own activation, where it has one."""
+    activate = getattr(sae, "activate", None) or getattr(getattr(sae, "dictionary", None), "activate", None)
+    if activate is None:
+        raise UsageError("a hook on hook_sae_acts_pre needs an SAE with an activate(pre) method (lenscope's "
+                         "Dictionary has one)")
+    if getattr(sae.spec, "rescale_acts_by_decoder_norm", False):
+        pre = pre * sae.decoder_norms()
+    return activate(pre)
