@@ -143,9 +143,20 @@ def _labelled(stack: Any, labels: list[str], return_labels: bool) -> Labelled:
     return (stack, labels) if return_labels else stack
 
 
+def _normalized(norm: Any, x: np.ndarray) -> np.ndarray:
+    """The model's norm (a layers.Norm: kind, eps, scale, bias, offset) applied in NumPy, as Norm.__call__ does."""
+    y = np.asarray(x, np.float32)
+    if norm.kind == "layernorm":
+        y = y - y.mean(-1, keepdims=True)
+    y = y / np.sqrt((y * y).mean(-1, keepdims=True) + norm.eps)
+    scale = np.asarray(norm.scale, np.float32)
+    y = y * (1.0 + scale if norm.offset else scale)
+    return y if norm.bias is None else y + np.asarray(norm.bias, np.float32)
+
+
 def _placed(x: Any) -> Array:
     """A result as a JAX array (placed without a compiled program)."""
-    return x if isinstance(x, jax.Array) else jax.device_put(np.ascontiguousarray(x))
+    return x if isinstance(x, jax.Array) else jax.device_put(np.ascontiguousarray(x), may_alias=True)
 
 
 def apply_ln_to_stack(cache: Cache, residual_stack: Any, layer: int | None = None, mlp_input: bool = False,
@@ -166,7 +177,7 @@ def apply_ln_to_stack(cache: Cache, residual_stack: Any, layer: int | None = Non
     if has_batch_dim:
         stack = _take(stack, batch, 1, "batch_slice")
     if recompute_ln and layer == view.n_layers:
-        return _placed(view.final_norm(stack))
+        return _placed(_normalized(view.final_norm, stack))
     if view.norm == "layernorm":
         stack = stack - stack.mean(axis=-1, keepdims=True)
     name = "ln_final.hook_scale" if layer == view.n_layers else f"blocks.{layer}.ln{2 if mlp_input else 1}.hook_scale"
