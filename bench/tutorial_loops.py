@@ -3,8 +3,8 @@
     pip install 'torch==2.13.0+cpu' -e '.[parity,peers]'
     python bench/tutorial_loops.py [--rounds 3] [--quick]
 
-A random GPT-2 (4 layers; transformers' GPT2LMHeadModel, saved once) is loaded by both: lenscope with
-`from_pretrained`, TransformerLens with `convert_gpt2_weights` (no weight processing). Each part runs in fresh
+A random GPT-2 (4 layers; transformers' GPT2LMHeadModel, saved once) is loaded by both without weight processing:
+lenscope with `from_pretrained_no_processing`, TransformerLens with `convert_gpt2_weights`. Each part runs in fresh
 child processes, once pinned to one core (XLA: no Eigen threads, intra-op 1; torch: 1 thread) and once at 2
 threads, and prints the load average:
 
@@ -119,7 +119,7 @@ class Loops:
     def __init__(self, folder: Path) -> None:
         import torch
 
-        from lenscope.models import from_pretrained
+        from lenscope.models import from_pretrained_no_processing as from_pretrained
         self.torch = torch
         self.ls = from_pretrained(folder, tokenizer=False)
         self.tl = lens_model(folder)
@@ -232,7 +232,7 @@ def fresh_child(folder: Path, side: str) -> dict[str, float]:
     """A fresh process: seconds to load, and of the first run_with_cache."""
     start = time.perf_counter()
     if side == "lenscope":
-        from lenscope.models import from_pretrained
+        from lenscope.models import from_pretrained_no_processing as from_pretrained
         model = from_pretrained(folder, tokenizer=False)
         loaded = time.perf_counter()
         logits, cache = model.run_with_cache(np.arange(SEQ)[None] % VOCAB)

@@ -22,7 +22,8 @@ def test_pretrained_docs_examples_run(tmp_path, capsys):
                 "(2, 4) True\n", "1.0 1.0\n", "['blocks/0 (input)', 'blocks/1 (input)', 'blocks/1 (output)']\n",
                 "(2, 16)\n", "(2, 4, 4, 32)\n", "Decoder blocks/0\n",
                 "job grokking/sae does not take model/pretrained\n",
-                "['hook_sae_acts_pre', 'hook_sae_acts_post'] (1, 5, 128)\n", "4\n", "['pattern0', 'pattern1'] (5, 5)\n"]
+                "['hook_sae_acts_pre', 'hook_sae_acts_post'] (1, 5, 128)\n", "128 (1, 5, 100) 1\n", "4\n",
+                "['pattern0', 'pattern1'] (5, 5)\n"]
     for line in expected:
         assert line in out, (line, out)
     # the tutorial ported from TransformerLens: random weights, so which head is top is not asserted
