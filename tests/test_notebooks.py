@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import INSTALL  # noqa: E402
 
 NOTEBOOKS = Path(__file__).parent.parent / "docs" / "notebooks"
-PORTS = ("exploratory_analysis", "induction_heads")
+PORTS = ("exploratory_analysis", "induction_heads", "saelens_basics")
 CELL_TIMEOUT = 300
 
 
