@@ -50,7 +50,8 @@ class Capturer:
     def reads(self) -> Hashable:
         """What `analyze` and the forward read besides their arguments (attributes their code names on the
         analysis, globals, closures), as a key: when it changes, the next run traces again (never stale, P7)."""
-        return lift(self.analyze, Mode.STATIC).key, lift(self.trace_fn, Mode.STATIC).key
+        return lift(self.analyze, Mode.STATIC, by_attributes=True).key, \
+            lift(self.trace_fn, Mode.STATIC, by_attributes=True).key
 
     def function(self, args: tuple, reads: Hashable | None = None) -> Any:
         """The jitted capture function of the selection, built once per `reads`: same shapes never retrace (A5)."""
@@ -89,4 +90,4 @@ class Capturer:
     def reset(self) -> None:
         """Forget the selection, the function and the executables: the next use discovers and compiles again."""
         with self._lock:
-            self._selection, self._functions, self._executables = None, {}, {}
+            self._selection, self._functions, self._executables, self.compiled = None, {}, {}, 0

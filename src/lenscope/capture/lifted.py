@@ -162,8 +162,8 @@ def _digest(array: np.ndarray) -> tuple:
 class _Walk:
     """One lift: collects leaves and the containers rebuilt for the program, returns (key, build) per value."""
 
-    def __init__(self, mode: Mode) -> None:
-        self.mode = mode
+    def __init__(self, mode: Mode, by_attributes: bool = False) -> None:
+        self.mode, self.by_attributes = mode, by_attributes
         self.leaves: list[Any] = []
         self.containers: list[tuple[Any, int]] = []
         self.visiting: set[int] = set()
@@ -177,6 +177,8 @@ class _Walk:
         if t is slice:  # a slice's bounds are Python control (static): keyed by value
             return (t, _static(v.start), _static(v.stop), _static(v.step)), lambda it: v
         if depth >= MAX_DEPTH:
+            return Identity(v), lambda it: v
+        if self.by_attributes and t in SINKS:
             return Identity(v), lambda it: v
         if t in (list, tuple, dict) or (isinstance(v, tuple) and hasattr(v, "_fields")):
             return self._container(v, depth)
@@ -273,11 +275,12 @@ class _Walk:
             return ("tree", treedef, tuple(k for k, _ in parts)), \
                 lambda it: treedef.unflatten([b(it) for _, b in parts])
         used, stored = _class_code(type(v))
-        static = _Walk(Mode.STATIC)
+        static = _Walk(Mode.STATIC, self.by_attributes)
         static.names, static.stored, static.visiting = self.names, self.stored, self.visiting
         parts = tuple((n, Identity(x) if type(x) in SINKS else static.value(x, depth + 1)[0])
-                      for n, x in _attributes(v, (self.names | used) - self.stored - stored))
-        return ("obj", Identity(v), parts), lambda it: v
+                      for n, x in _attributes(v, (self.names | used) - self.stored - stored)
+                      if not (self.by_attributes and type(x) in SINKS))
+        return ("obj", type(v) if self.by_attributes else Identity(v), parts), lambda it: v
 
     names: frozenset[str] = frozenset()  # attribute names the lifted function's code uses anywhere
     stored: frozenset[str] = frozenset()  # attribute names it assigns (records it keeps, not what it reads)
@@ -309,9 +312,14 @@ def _static(v: Any) -> Hashable:
     return (type(v), v) if not isinstance(v, (types.ModuleType, type)) else Identity(v)
 
 
-def lift(fn: Callable[..., Any], mode: Mode = Mode.TRACED) -> Lifted:
-    """`fn`'s outside reads under `mode`: the program key, the argument leaves and how to rebuild `fn` on them."""
-    walk = _Walk(mode)
+def lift(fn: Callable[..., Any], mode: Mode = Mode.TRACED, by_attributes: bool = False) -> Lifted:
+    """`fn`'s outside reads under `mode`: the program key, the argument leaves and how to rebuild `fn` on them.
+
+    `by_attributes` (a key only, for code traced into someone else's program: an analysis's `analyze`): an object
+    is keyed by its class and the attributes its code reads, not by its identity (a new view of the same analysis
+    reuses the program); a list, dict or set it reads is a record such code appends to: its attributes of those
+    types are left out of the key, and a global or closure one is keyed by identity."""
+    walk = _Walk(mode, by_attributes)
     base = getattr(fn, "func", fn)
     base = getattr(base, "__func__", base)
     code = getattr(base, "__code__", None) or getattr(vars(type(base)).get("__call__"), "__code__", None)
