@@ -68,9 +68,9 @@ def test_names_by_dotted_name_path_glob_predicate_or_name_and_layer(loaded) -> N
     assert ("resid_pre", 0) in every and ("hook_post", 1) in every and "blocks.1.attn.hook_result" not in every
     _, opted = model.run_with_cache(ids, names_filter="blocks.0.attn.hook_result")
     assert opted["blocks.0.attn.hook_result"].shape == (1, 4, 4, 32)  # per head: asked for, as in TransformerLens
-    single = every.remove_batch_dim()
-    assert single["blocks.0.hook_resid_pre"].shape == (4, 32) and isinstance(single.to_numpy()["hook_embed"],
-                                                                               np.ndarray)
+    single = every.remove_batch_dim()  # in place, as TransformerLens' (ARENA does not assign the result)
+    assert single is every and every["blocks.0.hook_resid_pre"].shape == (4, 32)
+    assert isinstance(single.to_numpy()["hook_embed"], np.ndarray)
     text_logits, _ = model.run_with_cache("w1 w2 w3", names_filter="hook_embed")
     np.testing.assert_allclose(np.asarray(text_logits), np.asarray(model(ids)), atol=1e-5)
 

@@ -103,14 +103,15 @@ class ActivationCache(Mapping[str, Any]):
             return False
 
     def remove_batch_dim(self) -> ActivationCache:
-        """The cache of a batch of one without its batch axis, as TransformerLens' `remove_batch_dim`."""
+        """A batch of one without its batch axis, in place (and returned), as TransformerLens' `remove_batch_dim`."""
         if not self.has_batch_dim:
             return self
         sizes = {np.shape(v)[0] for v in self._by_path.values()}
         if sizes != {1}:
             raise UsageError(f"remove_batch_dim needs a batch of one; this cache holds batches of {sorted(sizes)}")
-        return ActivationCache({k: v[0] for k, v in self._by_path.items()}, has_batch_dim=False,
-                               model_view=self.model_view)
+        self._by_path = {k: v[0] for k, v in self._by_path.items()}
+        self.has_batch_dim = False
+        return self
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Every activation as a NumPy array, by TransformerLens name."""
