@@ -94,3 +94,20 @@ def test_the_reader_refuses_by_the_footer_and_reads_a_small_table_whole() -> Non
         read_table(bomb(4096), "the small bomb", max_bytes=4096 * 8)
     table = read_table(bomb(4096), "a small table", columns=["latent"])
     assert table.num_rows == 4096 and table.column_names == ["latent"]
+
+
+def test_a_parquet_bomb_as_an_analysis_input_table_is_refused_by_name_before_decoding(tmp_path) -> None:
+    """load_table (AnalysisCfg(input_store=...)) reads through the same bounded reader: 32M rows refused from the
+    footer, in bounded memory (this process's peak grows by less than the bound)."""
+    import resource
+
+    from lenscope.analysis.table_schema import load_table
+    from lenscope.errors import UsageError
+
+    with Store(tmp_path / "runs") as store:
+        node = store.new_node("hostile/table")
+        store.put_artifact(node, "hidden", "hidden.parquet", bomb(32 << 20))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with pytest.raises(UsageError, match=r"artifact 'hidden.parquet' on .* expected a table written by an analysis"):
+        load_table(tmp_path / "runs", str(node), "hidden")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before < BOUND

@@ -11,7 +11,6 @@ A schema maps column names to a per-example spec, in any of these forms:
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -23,6 +22,7 @@ import numpy as np
 
 from ..errors import UsageError, hint
 from ..store import Store
+from ..store.parquet_reader import ParquetError, read_table
 
 # Tables never reach the network (DESIGN 8); set before `datasets` is first imported.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -219,13 +219,22 @@ def batch_rows(schema: Mapping[str, Column], columns: Mapping[str, Any]) -> Iter
 # -- reading tables back -----------------------------------------------------------------
 
 
-def dataset_from_parquet_bytes(content: bytes) -> Any:
-    """A `datasets.Dataset` (features restored from the file's metadata) from Parquet bytes, in memory."""
+TABLE_ROWS = 1 << 24  # rows an analysis table read back into memory may hold
+TABLE_BYTES = 4 << 30  # its decoded bytes
+
+
+def dataset_from_parquet_bytes(content: bytes, what: str = "the table") -> Any:
+    """A `datasets.Dataset` (features restored from the file's metadata) from Parquet bytes, in memory; rows and
+    decoded size checked from the file's footer before decoding (store.parquet_reader), so a small file that
+    decodes to gigabytes is refused by name instead of filling memory."""
     import datasets  # lazy: datasets and pyarrow are heavy, and only tables need them
-    import pyarrow.parquet as pq  # lazy: as above
     from datasets.table import InMemoryTable  # lazy: as above
 
-    return datasets.Dataset(InMemoryTable(pq.read_table(io.BytesIO(content))))
+    try:
+        table = read_table(content, what, max_rows=TABLE_ROWS, max_bytes=TABLE_BYTES)
+    except ParquetError as err:
+        raise UsageError(f"{err}; expected a table written by an analysis that declares SCHEMA") from None
+    return datasets.Dataset(InMemoryTable(table))
 
 
 def load_table(store: Any, node: Any, name: str, version: int | None = None) -> Any:
@@ -239,4 +248,4 @@ def load_table(store: Any, node: Any, name: str, version: int | None = None) -> 
     if not payload.filename.endswith(".parquet"):
         raise UsageError(f"artifact {name!r} on {node} is {payload.filename!r}, not a table (.parquet); "
                          "tables are written by analyses that declare SCHEMA")
-    return dataset_from_parquet_bytes(payload.content)
+    return dataset_from_parquet_bytes(payload.content, f"artifact {payload.filename!r} on {node}")
