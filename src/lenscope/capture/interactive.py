@@ -138,16 +138,18 @@ class Interactive:
         self.eager_calls = 0  # calls answered op by op
 
     def call(self, make: Callable[[Sequence[Any]], Callable[..., Any]], hooks: Sequence[Callable[..., Any]],
-             args: Any, context: Hashable = (), warmup: Callable[[], Any] | None = None) -> Any:
+             args: Any, context: Hashable = (), warmup: Callable[[], Any] | None = None,
+             args_signature: tuple | None = None) -> Any:
         """`make(hooks)(*args)` through the program of what the hooks mean now (`warmup`: the eager forward
-        without hooks, run in the background once hooks meet a shape)."""
+        without hooks, run in the background once hooks meet a shape; `args_signature`: `signature(args)` when the
+        caller knows it, e.g. of a model's arrays it keeps, and then no leaf of `args` is a tracer)."""
         hooks = tuple(hooks)
         traced = [lift(fn) for fn in hooks]
         base = (context, tuple(lf.key for lf in traced))
         mode = self._modes.get(base, Mode.TRACED)
         if mode < EAGER and any(writes_outside(fn) for fn in hooks):
             mode = self._modes[base] = EAGER
-        if is_traced(args):  # inside someone's trace: the hooks are traced into it as they are
+        if args_signature is None and is_traced(args):  # inside someone's trace: the hooks are traced into it as is
             return make(hooks)(*args)
         if mode >= EAGER:
             return self._eager(make, hooks, args)
@@ -155,22 +157,22 @@ class Interactive:
         key = (context, mode, tuple(lf.key for lf in lifts))
         leaves = tuple(lf.leaves for lf in lifts)
         entry = self._entry(key, make, lifts)
-        sig = signature((args, leaves))
+        shape = signature(args) if args_signature is None else args_signature
+        sig = (shape, signature(leaves))
         ready = entry.executables.get(sig)
         if ready is not None and ready is not PENDING:
             return ready(args, leaves)
         if not self.background:
             if not self._compile(base, mode, entry, sig, args, leaves):
-                return self.call(make, hooks, args, context, warmup)  # the mode moved on: the call in the next one
+                return self.call(make, hooks, args, context, warmup, args_signature)  # the mode moved on
             return entry.executables[sig](args, leaves)
         self._in_background(base, mode, entry, sig, args, leaves)
-        shape = signature(args)
         if shape in self._warm:  # the forward's operations are compiled: op by op answers at once
             return self._eager(make, hooks, args)
         quick = entry.quick.get(sig)
         if quick is None:
             if not self._compile(base, mode, entry, sig, args, leaves, quick=True):
-                return self.call(make, hooks, args, context, warmup)
+                return self.call(make, hooks, args, context, warmup, args_signature)
             quick = entry.quick[sig]
         if hooks:
             self._warm_up(shape, warmup)

@@ -12,8 +12,9 @@ import equinox as eqx
 import jax
 
 from ...capture.equinox import EquinoxBackend
-from ...capture.interactive import Interactive
+from ...capture.interactive import Interactive, is_traced
 from ...capture.patch import patched, record
+from ...capture.specs import signature
 from ...errors import UsageError
 from .activation_cache import select_hooks
 
@@ -57,13 +58,26 @@ class HookedPrograms:
 
     def __init__(self, kept: int, background: bool | None = None) -> None:
         self.programs = Interactive(kept, background)
+        self._split: tuple[Any, Any, Any, Any, tuple] | None = None  # the last model's (model, arrays, static, ...)
+
+    def _parts(self, model: Any) -> tuple[Any, Any, Any, tuple]:
+        """(arrays, static part, its structure, the arrays' signature) of `model`, kept while the model is the same
+        object (a Decoder is immutable: a changed model is a new object): a call need not flatten it again."""
+        if self._split is None or self._split[0] is not model:
+            arrays, static = eqx.partition(model, eqx.is_array)
+            traced = is_traced(arrays)
+            parts = (model, arrays, static, jax.tree_util.tree_structure(static), signature(arrays))
+            if traced:  # inside a trace: nothing kept
+                return parts[1], parts[2], parts[3], ()
+            self._split = parts
+        return self._split[1], self._split[2], self._split[3], self._split[4]
 
     def run(self, spec: HookSpec, model: Any, tokens: jax.Array, mask: jax.Array | None,
             recorded: tuple[str, ...] | None = None) -> tuple[Any, dict[str, Any]]:
         """(logits, or (logits, {path: activation as the hooks left it}) with `recorded`; what hooks saved)."""
         paths = tuple(path for path, _ in spec)
         counts = tuple(len(fns) for _, fns in spec)
-        arrays, static = eqx.partition(model, eqx.is_array)
+        arrays, static, structure, arrays_signature = self._parts(model)
 
         def make(fns: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
             def forward(arrays: Any, tokens: jax.Array, mask: jax.Array | None) -> tuple[Any, dict[str, Any]]:
@@ -83,9 +97,12 @@ class HookedPrograms:
         def warmup() -> jax.Array:  # the forward op by op: its operations compiled, for later hooks' eager answers
             return eqx.combine(arrays, static)(tokens, mask)
 
-        context = (jax.tree_util.tree_structure(static), paths, counts, recorded)
+        context = (structure, paths, counts, recorded)
         hooks = [fn for _, fns in spec for fn in fns]
-        return self.programs.call(make, hooks, (arrays, tokens, mask), context, warmup)
+        if not arrays_signature or is_traced((tokens, mask)):
+            return self.programs.call(make, hooks, (arrays, tokens, mask), context, warmup)
+        return self.programs.call(make, hooks, (arrays, tokens, mask), context, warmup,
+                                  args_signature=(arrays_signature, signature((tokens, mask))))
 
 
 def _chain(point: HookPoint, fns: tuple[Callable[..., Any], ...]) -> Callable[[Any], Any]:
