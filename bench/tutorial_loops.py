@@ -63,18 +63,10 @@ def make_checkpoint(folder: Path) -> None:
 
 
 def lens_model(folder: Path) -> Any:
-    import transformer_lens as lens
+    """TransformerLens on the saved checkpoint's weights, built as bench/facade.py builds it (no processing)."""
     import transformers
-    from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
-    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
-    c = hf.config
-    cfg = lens.HookedTransformerConfig(n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions,
-                                       d_head=c.n_embd // c.n_head, n_heads=c.n_head, d_vocab=c.vocab_size,
-                                       d_mlp=4 * c.n_embd, act_fn="gelu_new", normalization_type="LN",
-                                       eps=c.layer_norm_epsilon, device="cpu")
-    tl = lens.HookedTransformer(cfg)
-    tl.load_state_dict(convert_gpt2_weights(hf, cfg), strict=False)
-    return tl.eval()
+    from facade import lens_model as from_hf  # lazy: facade's module imports nothing heavy, but only children need it
+    return from_hf(transformers.GPT2LMHeadModel.from_pretrained(folder).eval())
 
 
 # -- the tutorials' hooks, each side written as its tutorial writes it --------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hf_models import WORDS, checkpoint, save_tokenizer
 from hub_server import Hub, folder_files
 
@@ -73,3 +74,12 @@ def populate(hub: Hub, root: Path) -> dict[str, Path]:
     hub.repo("acme/corpus", "dataset").commit({"data/train-00000-of-00001.parquet": corpus_parquet(),
                                                "README.md": b"# a corpus for the tests\n"})
     return {"gpt2": gpt2, "llama": llama, "llama2": llama2, "sae": sae, "release_sae": release_sae}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory):
+    """The local hub with every test repo; `hub.folders` are the folders the repos were made from."""
+    server = Hub()
+    server.folders = populate(server, tmp_path_factory.mktemp("hub_repos"))
+    yield server
+    server.close()

@@ -17,22 +17,13 @@ from hf_models import text_file, torch_or_skip  # noqa: E402
 
 torch_or_skip()
 from cli_runner import run_cli  # noqa: E402
-from hub_repos import populate  # noqa: E402
+from hub_repos import hub  # noqa: E402, F401 (the local hub fixture)
 from hub_server import Hub  # noqa: E402
 
 from lenscope.errors import UsageError  # noqa: E402
 from lenscope.models import from_pretrained  # noqa: E402
 
 TOKENS = np.array([[1, 5, 9, 14, 3, 7, 22, 40]])
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory):
-    """The local hub with every test repo; `hub.folders` are the folders the repos were made from."""
-    server = Hub()
-    server.folders = populate(server, tmp_path_factory.mktemp("hub_repos"))
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_models import torch_or_skip  # noqa: E402
 
 torch_or_skip()
-from hub_repos import HOOK, RELEASE, RELEASE_REPO, RELEASE_SAE, populate  # noqa: E402
+from hub_repos import HOOK, RELEASE, RELEASE_REPO, RELEASE_SAE, hub  # noqa: E402, F401 (hub: the local hub fixture)
 from hub_server import Hub  # noqa: E402
 
 from lenscope.attribution import load_transcoders  # noqa: E402
@@ -26,15 +26,6 @@ from lenscope.models import from_pretrained  # noqa: E402
 from lenscope.models.hub.corpus import stream_texts  # noqa: E402
 
 TOKENS = np.array([[1, 5, 9, 14, 3, 7, 22, 40]])
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory):
-    """The local hub with every test repo; `hub.folders` are the folders the repos were made from."""
-    server = Hub()
-    server.folders = populate(server, tmp_path_factory.mktemp("hub_repos"))
-    yield server
-    server.close()
 
 
 @pytest.fixture
