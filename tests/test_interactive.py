@@ -292,3 +292,24 @@ def test_an_analysis_reads_its_changed_attribute(tmp_path) -> None:
     np.testing.assert_allclose(first, third, atol=1e-6)
     assert np.abs(first - second).max() > 1e-4
     analysis.cleanup()
+
+
+def test_a_long_loop_of_new_hooks_keeps_none_of_them(model) -> None:
+    """Leaks: a loop making a new partial per call keeps no hook alive past its call (only the first one's walk, held
+    by the program it built) and the programs stay bounded."""
+    import gc
+    import weakref
+
+    def patch(resid, hook, pos):
+        return resid.at[:, pos].set(0.0)
+
+    refs = []
+    for p in range(40):
+        hook = functools.partial(patch, pos=p % 6)
+        refs.append(weakref.ref(hook))
+        model.run_with_hooks(IDS, fwd_hooks=[("blocks.0.hook_resid_pre", hook)])
+    del hook
+    gc.collect()
+    assert sum(ref() is not None for ref in refs) <= 1
+    programs = model._hooked.programs
+    assert len(programs._programs) <= programs.kept and len(programs._modes) <= 1024

@@ -36,6 +36,7 @@ __all__ = ["EAGER", "Interactive", "compiler", "eager_first", "is_traced"]
 EAGER = 3  # past Mode.STATIC: the hooks run op by op, outside any program
 IMMUTABLE = "do not support in-place item assignment"
 MODES_KEPT = 1024  # the hooks whose mode moved past TRACED, most recent kept
+SHAPES_KEPT = 64  # argument signatures whose eager forward is remembered as warm
 PENDING = object()  # an executable being compiled on the compile thread
 
 
@@ -192,6 +193,9 @@ class Interactive:
         with self._lock:
             if warmup is None or shape in self._warming:
                 return
+            if len(self._warming) >= SHAPES_KEPT:  # a long run over many shapes: start over, never grow
+                self._warming.clear()
+                self._warm.clear()
             self._warming.add(shape)
 
         def warm() -> None:
