@@ -114,3 +114,22 @@ def test_families_without_a_default_bos_are_transformerlens_own() -> None:
                         ("qwen3", False)):
         config = decoder_config(json.loads((checkpoint(family)[1] / "config.json").read_text()))
         assert text_input.default_prepend_bos(config) is bos, family
+
+
+def test_utils_get_act_name_as_transformerlens_and_test_prompt_runs(pair, capsys) -> None:
+    from transformer_lens.utilities.components_utils import get_act_name as theirs
+
+    from lenscope.models.pretrained import utils
+
+    cases = [("z", 0), ("k", 6, "a"), ("pre", 2), ("embed",), ("pos_embed",), ("normalized", 27, "ln2"), ("k6",),
+             ("scale4ln1",), ("pre5",), ("resid_post", 1), ("attn", 1), ("scale",), ("blocks.0.hook_resid_pre",),
+             ("mlp_out", 3), ("result", 0), ("attn_logits", 2), ("value", 1), ("resid_mid", 0, "b")]
+    for case in cases:
+        assert utils.get_act_name(*case) == theirs(*case), case
+    _, folder, _ = pair
+    model = from_pretrained(folder)
+    model.eager_first = False
+    utils.test_prompt("w1 w2 w3", "w4", model, top_k=3)
+    out = capsys.readouterr().out
+    assert "Rank:" in out and out.count("Top ") == 3 and "|w4|" in out
+    np.testing.assert_array_equal(utils.to_numpy(model.to_tokens("w1")), np.asarray(model.to_tokens("w1")))
