@@ -313,3 +313,36 @@ def test_a_long_loop_of_new_hooks_keeps_none_of_them(model) -> None:
     assert sum(ref() is not None for ref in refs) <= 1
     programs = model._hooked.programs
     assert len(programs._programs) <= programs.kept and len(programs._modes) <= 1024
+
+
+class AblateConfigured(AnalysisBase, GrokTrainer):
+    """The scale is configuration set in __init__ (a list of heads too): changing either from outside retraces."""
+
+    NAME = "ablate_configured"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scale = 1.0
+        self.heads = [0]
+
+    def select(self, paths):
+        return "blocks_0/mlp"
+
+    def analyze(self, layer, inputs):
+        x = self.current_batch["inputs"]
+        return {"out": self.forward(x, {"blocks_0/mlp": lambda y: y * self.scale * len(self.heads)})}
+
+
+def test_an_attribute_set_in_init_and_changed_from_outside_retraces(tmp_path) -> None:
+    analysis = AblateConfigured(config(tmp_path), store=tmp_path / "runs")
+    analysis.setup()
+    first = analysis.compute()["out"]
+    analysis.scale = 0.0
+    zeroed = analysis.compute()["out"]
+    analysis.scale, analysis.heads = 1.0, [0, 1]  # a new list: seen
+    doubled = analysis.compute()["out"]
+    x = analysis.analysis_batch()["inputs"]
+    np.testing.assert_allclose(zeroed, analysis.forward(x, {"blocks_0/mlp": jnp.zeros_like}), atol=1e-5)
+    np.testing.assert_allclose(doubled, analysis.forward(x, {"blocks_0/mlp": lambda y: y * 2.0}), atol=1e-5)
+    assert np.abs(first - zeroed).max() > 1e-4
+    analysis.cleanup()

@@ -34,6 +34,7 @@ NUMBERS = (int, float, complex)  # exact types: bool and enums are keys (they ch
 # An object's list, dict or set attribute is keyed by identity: code appends to it (a record kept across calls) far
 # more often than it reads it to decide what to compute; assigning a new one is seen.
 SINKS = (list, dict, set)
+CONSTRUCTORS = ("__init__", "__post_init__")  # what these assign is configuration: read, so keyed
 LIBRARIES = ("jax", "jaxlib", "numpy", "builtins", "functools", "operator", "math", "equinox", "flax", "einops",
              "optax", "scipy", "matplotlib", "torch")
 # Classes whose methods' names are not an object's reads (lenscope's own analysis and trainer machinery); lenscope's
@@ -113,20 +114,22 @@ def _stored(code: types.CodeType) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _class_code(klass: type) -> tuple[frozenset[str], frozenset[str]]:
-    """(names used, attribute names assigned) by the methods of a class's own code (its MRO's classes outside
-    the FRAMEWORK): what `self.helper()` and `super().analyze()` read is read by the object."""
+def _class_code(klass: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(names used, attribute names assigned after construction, attribute names `__init__` assigns) by the methods
+    of a class's own code (its MRO's classes outside the FRAMEWORK): what `self.helper()` and `super().analyze()`
+    read is read by the object; what a method assigns after construction is state it keeps, not configuration."""
     used: set[str] = set()
     stored: set[str] = set()
+    configured: set[str] = set()
     for base in klass.__mro__:
         if (base.__module__ or "").split(".", 1)[0] in FRAMEWORK:
             continue
-        for member in vars(base).values():
+        for name, member in vars(base).items():
             code = getattr(getattr(member, "__func__", member), "__code__", None)
             if isinstance(code, types.CodeType):
                 used |= _names(code)
-                stored |= _stored(code)
-    return frozenset(used), frozenset(stored)
+                (configured if name in CONSTRUCTORS else stored).update(_stored(code))
+    return frozenset(used), frozenset(stored), frozenset(configured)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -274,12 +277,12 @@ class _Walk:
             parts = [self.value(x, depth + 1) for x in leaves]
             return ("tree", treedef, tuple(k for k, _ in parts)), \
                 lambda it: treedef.unflatten([b(it) for _, b in parts])
-        used, stored = _class_code(type(v))
+        used, stored, configured = _class_code(type(v))
         static = _Walk(Mode.STATIC, self.by_attributes)
         static.names, static.stored, static.visiting = self.names, self.stored, self.visiting
         parts = tuple((n, Identity(x) if type(x) in SINKS else static.value(x, depth + 1)[0])
                       for n, x in _attributes(v, (self.names | used) - self.stored - stored)
-                      if not (self.by_attributes and type(x) in SINKS))
+                      if not (self.by_attributes and type(x) in SINKS and n not in configured))
         return ("obj", type(v) if self.by_attributes else Identity(v), parts), lambda it: v
 
     names: frozenset[str] = frozenset()  # attribute names the lifted function's code uses anywhere
@@ -317,8 +320,8 @@ def lift(fn: Callable[..., Any], mode: Mode = Mode.TRACED, by_attributes: bool =
 
     `by_attributes` (a key only, for code traced into someone else's program: an analysis's `analyze`): an object
     is keyed by its class and the attributes its code reads, not by its identity (a new view of the same analysis
-    reuses the program); a list, dict or set it reads is a record such code appends to: its attributes of those
-    types are left out of the key, and a global or closure one is keyed by identity."""
+    reuses the program); a list, dict or set attribute is a record it keeps (left out of the key) unless its
+    class's `__init__` sets it (configuration: keyed by identity, so a new one assigned is seen)."""
     walk = _Walk(mode, by_attributes)
     base = getattr(fn, "func", fn)
     base = getattr(base, "__func__", base)
